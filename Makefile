@@ -1,0 +1,45 @@
+# schedlens — the two commands first: `make run` and `make test`. Both install what they need.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+export PORT
+
+.PHONY: run test install services lint typecheck importlint migrations-check pytest bench clean
+
+run: install ## the extender + demo history on http://127.0.0.1:$(PORT)
+	scripts/run-demo.sh
+
+test: install services lint typecheck importlint migrations-check pytest ## the whole suite
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[test]'
+	touch $@
+
+services: ## PostgreSQL, Redis and Prometheus for the tests (started, or installed, when missing)
+	scripts/ensure-services.sh
+
+lint:
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck:
+	$(VENV)/bin/mypy scheduler_core
+
+importlint:
+	$(VENV)/bin/lint-imports
+
+migrations-check:
+	$(PY) manage.py makemigrations --check --dry-run
+
+pytest:
+	DATABASE_URL=$${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/schedlens} \
+	REDIS_URL=$${TEST_REDIS_URL:-redis://127.0.0.1:6379/15} \
+	$(VENV)/bin/pytest
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

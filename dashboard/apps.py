@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class DashboardConfig(AppConfig):
+    name = "dashboard"
+    verbose_name = "schedlens"
+    default_auto_field = "django.db.models.BigAutoField"

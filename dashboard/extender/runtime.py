@@ -1,0 +1,109 @@
+"""The per-process runtime the extender views use: profiles, traffic, cluster view, binder and spool.
+
+Built once per process on first use (after gunicorn forks, so background threads live in the worker that
+uses them). Profiles are validated at start-up by ``DashboardConfig``-independent ``load_runtime_profiles``
+so a bad file stops the process with a message naming profile, plugin and field.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.db import close_old_connections
+
+from dashboard.spool import Spool
+from scheduler_core.binding import Binder, SimulatedBinder, UnconfiguredBinder
+from scheduler_core.cluster import ClusterView, FileCluster, StaticCluster
+from scheduler_core.profiles import Profile, load_profiles
+from scheduler_core.traffic import TrafficQuery, TrafficSource
+from scheduler_core.traffic.store import BackgroundRefresher, TrafficStore
+from scheduler_core.traffic.synthetic import SyntheticTrafficSource
+from scheduler_core.verbs import Extender
+
+log = logging.getLogger(__name__)
+
+
+def load_runtime_profiles() -> dict[str, Profile]:
+    path = settings.SCHEDLENS_CONFIG
+    text = Path(path).read_text(encoding="utf-8") if path else None
+    return load_profiles(text)
+
+
+def _cluster() -> ClusterView:
+    if settings.SCHEDLENS_CLUSTER_FILE:
+        return FileCluster(settings.SCHEDLENS_CLUSTER_FILE)
+    return StaticCluster()
+
+
+def _binder() -> Binder:
+    if settings.SCHEDLENS_BIND_MODE == "simulated":
+        return SimulatedBinder()
+    from scheduler_core.kube_api import KubernetesBinder, load_api_client
+
+    client = load_api_client()
+    return KubernetesBinder(client) if client is not None else UnconfiguredBinder()
+
+
+class Runtime:
+    def __init__(self) -> None:
+        self.profiles = load_runtime_profiles()
+        self.cluster = _cluster()
+        self.traffic = TrafficStore()
+        self.spool = Spool(settings.SCHEDLENS_SPOOL_DIR)
+        self.extender = Extender(self.profiles, cluster=self.cluster, traffic=self.traffic, binder=_binder())
+        queries = {q for p in self.profiles.values() for q in p.traffic_queries()}
+        self.refresher = BackgroundRefresher(
+            self.traffic, self._source_for, queries, interval=settings.SCHEDLENS_TRAFFIC_REFRESH_SECONDS
+        )
+        self._sources: dict[str, TrafficSource] = {}
+        names = getattr(self.cluster, "node_names", None)
+        self._synthetic = SyntheticTrafficSource(names if callable(names) else list)
+
+    def _source_for(self, query: TrafficQuery) -> TrafficSource:
+        url = query.address or settings.PROMETHEUS_URL
+        if not url:
+            return self._synthetic
+        if url not in self._sources:
+            from scheduler_core.traffic.prometheus import PrometheusTrafficSource
+
+            self._sources[url] = PrometheusTrafficSource(url)
+        return self._sources[url]
+
+    def start(self) -> None:
+        # One synchronous refresh so the first verbs have data; a failing source only logs (the verbs
+        # then score neutrally and say why) and never blocks start-up for longer than its timeout.
+        self.refresher.refresh_once()
+        self.refresher.start()
+        if settings.SCHEDLENS_INGEST_IN_PROCESS:
+            threading.Thread(target=self._ingest_forever, name="schedlens-ingest", daemon=True).start()
+
+    def _ingest_forever(self) -> None:
+        from dashboard.services.cycles import spool_ingest
+
+        while True:
+            try:
+                spool_ingest(spool=self.spool)
+            except Exception:  # The database may be down: records stay in the spool until it returns.
+                log.warning("spool ingest failed; will retry", exc_info=True)
+            finally:
+                close_old_connections()
+            time.sleep(settings.SCHEDLENS_INGEST_INTERVAL)
+
+
+_lock = threading.Lock()
+_runtime: Runtime | None = None
+
+
+def get_runtime() -> Runtime:
+    global _runtime
+    if _runtime is None:
+        with _lock:
+            if _runtime is None:
+                runtime = Runtime()
+                runtime.start()
+                _runtime = runtime
+    return _runtime

@@ -1,0 +1,40 @@
+"""``manage.py ingest_spool``: move spooled verb records into the database (once, or ``--follow``)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import close_old_connections
+
+from dashboard.services.cycles import spool_ingest
+from dashboard.spool import Spool
+
+
+class Command(BaseCommand):
+    help = "Ingest the local spool of verb records into the database."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--follow", action="store_true", help="keep ingesting until SIGTERM/SIGINT")
+        parser.add_argument("--interval", type=float, default=settings.SCHEDLENS_INGEST_INTERVAL)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        spool = Spool(settings.SCHEDLENS_SPOOL_DIR)
+        if not options["follow"]:
+            moved = spool_ingest(spool=spool)
+            self.stdout.write(f"ingested {moved} records; {spool.depth()} left in the spool")
+            return
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        while not stop.is_set():
+            try:
+                spool_ingest(spool=spool)
+            except Exception as exc:  # database down: the records wait in the spool
+                self.stderr.write(f"ingest failed, will retry: {exc}")
+            finally:
+                close_old_connections()
+            stop.wait(options["interval"])

@@ -1,0 +1,75 @@
+"""The scheduling record: one SchedulingCycle per attempt, folded from its verb calls."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Outcome(models.TextChoices):
+    PENDING = "pending", "Pending"
+    BOUND = "bound", "Bound"
+    UNSCHEDULABLE = "unschedulable", "Unschedulable"
+    ERROR = "error", "Error"
+
+
+class NodeMode(models.TextChoices):
+    NAMES = "names", "NodeNames (nodeCacheCapable)"
+    NODES = "nodes", "Full Nodes"
+    NONE = "", "—"
+
+
+class SchedulingCycle(models.Model):
+    """One attempt to place one pod: the filter, prioritize, bind and preempt calls kube-scheduler made."""
+
+    pod_namespace = models.CharField(max_length=253, blank=True)
+    pod_name = models.CharField(max_length=253, blank=True)
+    pod_uid = models.CharField(max_length=64, blank=True)
+    profile = models.CharField(max_length=63)
+    node_mode = models.CharField(max_length=8, choices=NodeMode.choices, blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.PENDING)
+    chosen_node = models.CharField(max_length=253, blank=True, help_text="The node the pod was bound to.")
+    preferred_node = models.CharField(
+        max_length=253, blank=True, help_text="Our highest-scored node (kube-scheduler adds its own scores)."
+    )
+    candidate_count = models.PositiveIntegerField(default=0)
+    feasible_count = models.PositiveIntegerField(null=True, blank=True)
+    filter_ms = models.FloatField(null=True, blank=True)
+    prioritize_ms = models.FloatField(null=True, blank=True)
+    bind_ms = models.FloatField(null=True, blank=True)
+    preempt_ms = models.FloatField(null=True, blank=True)
+    metric_age_seconds = models.FloatField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [
+            models.Index(fields=["-started_at", "-id"], name="cycle_newest"),
+            models.Index(fields=["pod_uid", "started_at"], name="cycle_pod_uid"),
+            models.Index(fields=["pod_namespace", "pod_name"], name="cycle_pod"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pod_namespace}/{self.pod_name} @ {self.started_at:%Y-%m-%d %H:%M:%S} ({self.outcome})"
+
+
+class VerbCall(models.Model):
+    """One HTTP call of kube-scheduler, with every plugin's verdict and score and the exact answer."""
+
+    cycle = models.ForeignKey(SchedulingCycle, related_name="calls", on_delete=models.CASCADE)
+    event_id = models.CharField(max_length=32, unique=True, help_text="Makes re-ingesting a record harmless.")
+    verb = models.CharField(max_length=16)
+    started_at = models.DateTimeField()
+    duration_ms = models.FloatField()
+    http_status = models.PositiveSmallIntegerField()
+    error = models.TextField(blank=True)
+    server = models.CharField(max_length=128, blank=True)
+    record = models.JSONField(default=dict, help_text="The plugins' verdicts and scores (columnar).")
+    response = models.JSONField(null=True, blank=True, help_text="The JSON answered to kube-scheduler.")
+
+    class Meta:
+        ordering = ["started_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.verb} {self.started_at:%H:%M:%S.%f}"

@@ -1,0 +1,49 @@
+"""Binding a pod to the chosen node: the interface the ``bind`` verb calls."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class BindOutcome:
+    """What happened when we asked the API server to bind."""
+
+    error: str
+    """Empty on success; otherwise the text answered to kube-scheduler in ``Error`` (never contains ``%``)."""
+    detail: str
+    """What the API server said, for the record (e.g. ``409: already bound to the same node``)."""
+    status: int | None = None
+    """HTTP status of the binding call (409 also when a read-back followed), or None when none answered."""
+    simulated: bool = False
+    """True when no API server was involved (demo mode); the record says so."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+
+class Binder(Protocol):
+    def bind(self, *, namespace: str, name: str, uid: str, node: str) -> BindOutcome: ...
+
+
+class SimulatedBinder:
+    """Demo-only binder for ``make run`` without a cluster: records the bind, calls no API.
+
+    Never the default when a Kubernetes configuration is present: answering success without binding leaves a
+    real pod assumed forever (protocol doc §3.4).
+    """
+
+    def bind(self, *, namespace: str, name: str, uid: str, node: str) -> BindOutcome:
+        return BindOutcome(error="", detail="simulated bind (demo mode, no API server)", simulated=True)
+
+
+class UnconfiguredBinder:
+    """Used when binding is asked for but no Kubernetes API is configured: fail loudly, never pretend."""
+
+    def bind(self, *, namespace: str, name: str, uid: str, node: str) -> BindOutcome:
+        return BindOutcome(
+            error="schedlens has no Kubernetes API configured for binding (set KUBECONFIG or run in-cluster)",
+            detail="no Kubernetes configuration",
+        )

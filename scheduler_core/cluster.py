@@ -1,0 +1,201 @@
+"""Frozen domain views of pods, nodes and NodeResources objects, converted once from the wire."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import msgspec
+
+from scheduler_core import wire
+
+NODE_RESOURCES_GROUP = "schedlens.io"
+NODE_RESOURCES_VERSION = "v1alpha1"
+NODE_RESOURCES_PLURAL = "noderesources"
+
+
+def is_extended_resource(name: str) -> bool:
+    """Kubernetes' rule: a domain-prefixed name outside ``kubernetes.io/`` and not ``requests.*``."""
+    return "/" in name and not name.startswith(("kubernetes.io/", "requests.")) and ".kubernetes.io/" not in name
+
+
+def normalize_image(name: str) -> str:
+    """Compare images the way the container runtime names them.
+
+    kubelet reports ``docker.io/library/nginx:1.25.4`` where the pod says ``nginx:1.25.4``; upstream
+    ImageLocality only adds ``:latest`` and so misses such short names. A digest reference is kept as is.
+    """
+    if "@" not in name and ":" not in name.rsplit("/", 1)[-1]:
+        name += ":latest"
+    first, _, rest = name.partition("/")
+    if not rest:
+        return f"docker.io/library/{name}"
+    if "." not in first and ":" not in first and first != "localhost":
+        return f"docker.io/{name}"
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str = ""
+    requested_resources: frozenset[str] = frozenset()
+    """Resource names requested (or limited) by any container or init container."""
+    images: tuple[str, ...] = ()
+    """Normalized image references of containers and init containers, without duplicates."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def extended_resources(self) -> frozenset[str]:
+        return frozenset(r for r in self.requested_resources if is_extended_resource(r))
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    images: frozenset[str] = frozenset()
+    """Normalized names of the images present on the node (``status.images``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeResourcesSpec:
+    """The ``spec`` of one cluster-scoped ``NodeResources`` object (its name is the node's name)."""
+
+    resources_filter: Mapping[str, bool] = field(default_factory=dict)
+    resources_score: Mapping[str, int] = field(default_factory=dict)
+
+
+def pod_info(pod: wire.Pod) -> PodInfo:
+    requested: set[str] = set()
+    images: list[str] = []
+    for container in (pod.spec.containers or []) + (pod.spec.init_containers or []):
+        if container.image:
+            image = normalize_image(container.image)
+            if image not in images:
+                images.append(image)
+        if container.resources is not None:
+            requested.update(container.resources.requests or ())
+            requested.update(container.resources.limits or ())
+    meta = pod.metadata
+    return PodInfo(
+        namespace=meta.namespace,
+        name=meta.name,
+        uid=meta.uid,
+        resource_version=meta.resource_version,
+        requested_resources=frozenset(requested),
+        images=tuple(images),
+    )
+
+
+def node_info(node: wire.Node) -> NodeInfo:
+    images = {normalize_image(n) for image in node.status.images or () for n in image.names or ()}
+    return NodeInfo(name=node.metadata.name, labels=node.metadata.labels or {}, images=frozenset(images))
+
+
+class NodeResourcesError(ValueError):
+    pass
+
+
+class _NodeResourcesSpecWire(msgspec.Struct, rename="camel", forbid_unknown_fields=False):
+    resources_filter: dict[str, bool] = msgspec.field(default_factory=dict)
+    resources_score: dict[str, int] = msgspec.field(default_factory=dict)
+
+
+def node_resources_spec(obj: Mapping[str, Any]) -> tuple[str, NodeResourcesSpec]:
+    """Convert one NodeResources object (as the API serves it) into (node name, spec)."""
+    try:
+        name = str(obj["metadata"]["name"])
+        spec = msgspec.convert(obj.get("spec") or {}, _NodeResourcesSpecWire)
+    except (KeyError, TypeError) as exc:
+        raise NodeResourcesError(f"NodeResources object without metadata.name: {exc}") from None
+    except msgspec.ValidationError as exc:
+        raise NodeResourcesError(f"NodeResources {obj['metadata']['name']!r}: {exc}") from None
+    return name, NodeResourcesSpec(resources_filter=spec.resources_filter, resources_score=spec.resources_score)
+
+
+class ClusterView(Protocol):
+    """What the plugins may know about the cluster beyond the request itself."""
+
+    def node(self, name: str) -> NodeInfo | None: ...
+
+    def node_resources(self, name: str) -> NodeResourcesSpec | None: ...
+
+
+class StaticCluster:
+    """An immutable in-memory cluster view (tests, the simulator, a file)."""
+
+    def __init__(
+        self,
+        nodes: Iterable[NodeInfo] = (),
+        node_resources: Mapping[str, NodeResourcesSpec] | None = None,
+    ) -> None:
+        self._nodes = {n.name: n for n in nodes}
+        self._node_resources = dict(node_resources or {})
+
+    def node(self, name: str) -> NodeInfo | None:
+        return self._nodes.get(name)
+
+    def node_resources(self, name: str) -> NodeResourcesSpec | None:
+        return self._node_resources.get(name)
+
+    def node_names(self) -> list[str]:
+        return list(self._nodes)
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, Any]) -> StaticCluster:
+        """Build from ``{"nodes": [<v1.Node>...], "noderesources": [<NodeResources>...]}``."""
+        nodes = [node_info(msgspec.convert(item, wire.Node)) for item in document.get("nodes") or ()]
+        specs = dict(node_resources_spec(item) for item in document.get("noderesources") or ())
+        return cls(nodes, specs)
+
+
+class FileCluster:
+    """A cluster view read from a JSON file and re-read when the file changes (the demo cluster).
+
+    Production clusters use the Kubernetes API instead; this keeps ``make run`` free of any API server.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._lock = threading.Lock()
+        self._mtime = -1.0
+        self._checked_at = -1e9
+        self._view = StaticCluster()
+
+    def _current(self) -> StaticCluster:
+        # A stat per node lookup would cost more than the plugins themselves: look once a second at most.
+        now = time.monotonic()
+        if now - self._checked_at < 1.0:
+            return self._view
+        self._checked_at = now
+        try:
+            mtime = os.stat(self._path).st_mtime
+        except OSError:
+            return self._view
+        if mtime != self._mtime:
+            with self._lock:
+                if mtime != self._mtime:
+                    with open(self._path, encoding="utf-8") as handle:
+                        self._view = StaticCluster.from_document(json.load(handle))
+                    self._mtime = mtime
+        return self._view
+
+    def node(self, name: str) -> NodeInfo | None:
+        return self._current().node(name)
+
+    def node_resources(self, name: str) -> NodeResourcesSpec | None:
+        return self._current().node_resources(name)
+
+    def node_names(self) -> list[str]:
+        return self._current().node_names()

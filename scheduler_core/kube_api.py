@@ -1,0 +1,431 @@
+"""Adapter to the Kubernetes API server.
+
+The only module in schedlens that imports the official ``kubernetes`` package. Two things live here:
+
+* :func:`load_api_client` finds a configuration (in-cluster service account, else a kubeconfig)
+  or says there is none by returning ``None``;
+* :class:`KubernetesBinder` answers kube-scheduler's ``bind`` verb by creating a ``v1`` Binding.
+
+Client quirk worked around: the generated client declares the Binding subresource as returning a
+``V1Binding``, but the API server answers ``201`` with a ``metav1.Status``. Deserialising that
+fails (``target`` is required; client 37 raises a pydantic ``ValidationError``) *after the pod
+was bound*. So every call here passes ``_preload_content=False`` and reads status and JSON itself.
+"""
+
+from __future__ import annotations
+
+import copy
+import email.utils
+import json
+import logging
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any, Final
+
+import urllib3
+from kubernetes import client
+from kubernetes import config as kube_config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+from kubernetes.config.incluster_config import InClusterConfigLoader
+
+from scheduler_core.binding import BindOutcome
+
+__all__ = ["KubeConfigError", "KubernetesBinder", "load_api_client"]
+
+logger = logging.getLogger(__name__)
+
+SERVICE_ACCOUNT_DIR: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+DEFAULT_KUBECONFIG: Final = "~/.kube/config"
+
+
+class KubeConfigError(RuntimeError):
+    """A Kubernetes configuration is present (or was asked for) but cannot be used."""
+
+
+# ----------------------------------------------------------------------------
+# Configuration
+# ----------------------------------------------------------------------------
+
+
+def load_api_client(
+    *, kubeconfig: str | None = None, service_account_dir: Path = SERVICE_ACCOUNT_DIR
+) -> client.ApiClient | None:
+    """An API client for the cluster we run in or the kubeconfig we are given; None without config.
+
+    Order: an explicit ``kubeconfig`` path; else the in-cluster service account
+    (``KUBERNETES_SERVICE_HOST`` and ``_PORT`` set, token and CA files present); else
+    ``$KUBECONFIG`` (``os.pathsep``-separated, missing files ignored as kubectl does); else
+    ``~/.kube/config`` if it exists; else ``None``.
+
+    Raises :class:`KubeConfigError` when a configuration exists but is unusable (or an explicit
+    path is missing): silently falling back to "no cluster" would hide a deployment mistake.
+    """
+    if kubeconfig is not None:
+        path = os.path.expanduser(kubeconfig)
+        if not os.path.isfile(path):
+            raise KubeConfigError(f"kubeconfig file not found: {kubeconfig}")
+        return _client_from_kubeconfig(path)
+
+    if _in_cluster_available(service_account_dir):
+        configuration = client.Configuration()
+        loader = InClusterConfigLoader(  # type: ignore[no-untyped-call]
+            token_filename=str(service_account_dir / "token"),
+            cert_filename=str(service_account_dir / "ca.crt"),
+        )
+        try:
+            loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
+        except (ConfigException, OSError) as exc:
+            raise KubeConfigError(f"in-cluster configuration unusable: {exc}") from exc
+        return client.ApiClient(configuration)
+
+    env = os.environ.get("KUBECONFIG", "")
+    candidates = [p for p in env.split(os.pathsep) if p] if env else [DEFAULT_KUBECONFIG]
+    existing = [p for p in (os.path.expanduser(c) for c in candidates) if os.path.isfile(p)]
+    if not existing:
+        return None
+    return _client_from_kubeconfig(os.pathsep.join(existing))
+
+
+def _in_cluster_available(service_account_dir: Path) -> bool:
+    return bool(
+        os.environ.get("KUBERNETES_SERVICE_HOST")
+        and os.environ.get("KUBERNETES_SERVICE_PORT")
+        and (service_account_dir / "token").is_file()
+        and (service_account_dir / "ca.crt").is_file()
+    )
+
+
+def _client_from_kubeconfig(paths: str) -> client.ApiClient:
+    configuration = client.Configuration()
+    try:
+        # persist_config=False: never write refreshed tokens back into the user's kubeconfig.
+        kube_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=paths, client_configuration=configuration, persist_config=False
+        )
+    except Exception as exc:  # ConfigException, YAML errors, exec-plugin failures: all mean "unusable"
+        raise KubeConfigError(f"kubeconfig {paths} unusable: {exc}") from exc
+    return client.ApiClient(configuration)
+
+
+# ----------------------------------------------------------------------------
+# Binding
+# ----------------------------------------------------------------------------
+
+_MIN_REQUEST_SECONDS: Final = 0.05
+"""Below this much time left, do not start another request."""
+_THROTTLE_ATTEMPTS: Final = 3
+"""Binding attempts while the API server answers 429."""
+_DEFAULT_THROTTLE_WAIT: Final = 0.25
+"""Wait before retrying a 429 that carries no usable Retry-After."""
+_MAX_ERROR_CHARS: Final = 300
+
+_UID_MISMATCH = re.compile(r"UID in precondition|Precondition failed: UID", re.IGNORECASE)
+_ALREADY_ASSIGNED = re.compile(r'is already assigned to node "([^"]*)"')
+
+
+class KubernetesBinder:
+    """Binds a pod by creating ``pods/{name}/binding`` with the pod UID as precondition.
+
+    The whole ``bind`` (including a 409 follow-up read and 429 waits) finishes within
+    ``timeout_seconds``, which must stay under kube-scheduler's extender HTTP timeout (5 s).
+    """
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        *,
+        timeout_seconds: float = 4.0,
+        max_throttle_wait_seconds: float = 1.0,
+    ) -> None:
+        if timeout_seconds <= 0:
+            raise ValueError("timeout_seconds must be positive")
+        self._timeout = float(timeout_seconds)
+        self._max_throttle_wait = max(0.0, float(max_throttle_wait_seconds))
+        self._api_client = _with_bounded_retries(api_client)
+        self._core = client.CoreV1Api(self._api_client)
+
+    def close(self) -> None:
+        """Release this binder's connection pool (the caller's ``api_client`` is left alone)."""
+        self._api_client.close()  # type: ignore[no-untyped-call]
+
+    def bind(self, *, namespace: str, name: str, uid: str, node: str) -> BindOutcome:
+        if not (namespace and name and node):
+            return _failure(
+                "bind request lacks the pod namespace, pod name or node name",
+                "not sent: incomplete bind request",
+            )
+        deadline = time.monotonic() + self._timeout
+        body = client.V1Binding(
+            api_version="v1",
+            kind="Binding",
+            metadata=client.V1ObjectMeta(name=name, namespace=namespace, uid=uid or None),
+            target=client.V1ObjectReference(kind="Node", api_version="v1", name=node),
+        )
+        throttled = 0
+        waited = 0.0
+        dropped = 0
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining < _MIN_REQUEST_SECONDS:
+                return self._timed_out(throttled)
+            try:
+                response = self._core.create_namespaced_pod_binding(
+                    name, namespace, body, _preload_content=False, _request_timeout=remaining
+                )
+                status, _ = _read_raw(response)
+                return BindOutcome(error="", detail="bound", status=status)
+            except ApiException as exc:
+                status = exc.status if isinstance(exc.status, int) else 0
+                if status == 0:  # the client wraps TLS failures as ApiException(status=0)
+                    return _failure(f"could not reach the API server: {_first_line(exc.reason)}", "no HTTP answer")
+                reason, message = _status_of(exc)
+                if status == 429:
+                    throttled += 1
+                    wait = self._throttle_wait(exc, waited, deadline)
+                    if throttled < _THROTTLE_ATTEMPTS and wait is not None:
+                        logger.info("bind %s/%s throttled (429); retrying in %.2f s", namespace, name, wait)
+                        time.sleep(wait)
+                        waited += wait
+                        continue
+                    return _failure(
+                        f"API server is throttling requests (429 Too Many Requests after {throttled} attempts)",
+                        f"429 x{throttled}: {message or reason}",
+                        status,
+                    )
+                if status == 409:
+                    return self._after_conflict(namespace, name, uid, node, message, deadline)
+                return _failure_for_status(status, reason, message)
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                if _is_timeout(exc):
+                    return self._timed_out(throttled)
+                if _is_dropped(exc) and dropped == 0 and deadline - time.monotonic() > 0.5:
+                    # The connection broke before an answer. Retrying is safe: if the first attempt did bind,
+                    # the retry gets a 409 naming our node, which counts as success.
+                    dropped += 1
+                    continue
+                return _failure(f"could not reach the API server: {_describe(exc)}", "no HTTP answer")
+
+    # ----- helpers -----
+
+    def _throttle_wait(self, exc: ApiException, waited: float, deadline: float) -> float | None:
+        """Seconds to wait before retrying a 429, or None when the budget does not allow another attempt."""
+        requested = _retry_after_seconds(exc.headers)
+        if requested is None:
+            requested = _DEFAULT_THROTTLE_WAIT
+        wait = min(requested, self._max_throttle_wait - waited)
+        if wait < 0 or (requested > 0 and wait <= 0):
+            return None
+        if deadline - time.monotonic() - wait < 4 * _MIN_REQUEST_SECONDS:
+            return None
+        return wait
+
+    def _timed_out(self, throttled: int) -> BindOutcome:
+        extra = f" (after {throttled} throttled attempts)" if throttled else ""
+        return _failure(
+            f"binding timed out: the API server did not answer within {self._timeout:g} s{extra}",
+            "timeout, no HTTP answer",
+        )
+
+    def _after_conflict(
+        self, namespace: str, name: str, uid: str, node: str, message: str, deadline: float
+    ) -> BindOutcome:
+        """409 from the binding: find out whether the pod is bound to our node already (that is a success)."""
+        if _UID_MISMATCH.search(message):
+            return _failure("pod UID does not match (the pod was recreated)", f"409: {message}", 409)
+
+        pod, problem = self._read_pod(namespace, name, deadline)
+        if pod is not None:
+            metadata = pod.get("metadata") or {}
+            spec = pod.get("spec") or {}
+            pod_uid = str(metadata.get("uid") or "")
+            bound_to = str(spec.get("nodeName") or "")
+            if uid and pod_uid and pod_uid != uid:
+                return _failure(
+                    "pod UID does not match (the pod was recreated)",
+                    f"409: {message}; the pod now has UID {pod_uid}",
+                    409,
+                )
+            if bound_to == node:
+                return BindOutcome(error="", detail="409: already bound to the same node", status=409)
+            if bound_to:
+                return _other_node(bound_to, message)
+            return _failure(f"binding conflict: {message or 'the API server answered 409'}", f"409: {message}", 409)
+
+        if problem == "404":
+            return _failure("pod not found (deleted before binding)", f"409: {message}; then 404 reading the pod", 409)
+
+        # The pod could not be read back. The API server checks the UID precondition before it reports
+        # "already assigned", so that message alone identifies our pod's node.
+        assigned = _ALREADY_ASSIGNED.search(message)
+        if assigned is not None:
+            if assigned.group(1) == node:
+                return BindOutcome(
+                    error="",
+                    detail=f"409: already bound to the same node (pod read failed: {problem})",
+                    status=409,
+                )
+            return _other_node(assigned.group(1), message)
+        return _failure(f"binding conflict and the pod could not be read back ({problem})", f"409: {message}", 409)
+
+    def _read_pod(self, namespace: str, name: str, deadline: float) -> tuple[dict[str, Any] | None, str]:
+        """The pod's JSON, or None and a short description of why not ("404" when it does not exist)."""
+        remaining = deadline - time.monotonic()
+        if remaining < _MIN_REQUEST_SECONDS:
+            return None, "no time left to read the pod"
+        try:
+            response = self._core.read_namespaced_pod(
+                name, namespace, _preload_content=False, _request_timeout=remaining
+            )
+            _, data = _read_raw(response)
+            pod = json.loads(data)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None, "404"
+            reason, _ = _status_of(exc)
+            return None, f"{exc.status} {reason}".strip()
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            return None, "timeout" if _is_timeout(exc) else _describe(exc)
+        except ValueError:
+            return None, "the pod read back was not JSON"
+        if not isinstance(pod, dict):
+            return None, "the pod read back was not a JSON object"
+        return pod, ""
+
+
+# ----------------------------------------------------------------------------
+# Module helpers
+# ----------------------------------------------------------------------------
+
+
+def _with_bounded_retries(api_client: client.ApiClient) -> client.ApiClient:
+    """A private client with the caller's configuration but without urllib3's hidden retries.
+
+    urllib3 retries idempotent requests (our pod GET) up to three times on read timeouts, each
+    with a fresh timeout, which would blow the bind budget. Only one reconnect is kept; any other
+    retry is this module's decision.
+    """
+    try:
+        configuration = copy.deepcopy(api_client.configuration)
+    except Exception:  # an exotic configuration that cannot be copied: use the caller's client as is
+        logger.warning("could not copy the Kubernetes client configuration; binding uses it unchanged")
+        return api_client
+    configuration.retries = urllib3.Retry(
+        total=1, connect=1, read=0, redirect=0, status=0, other=0, raise_on_status=False
+    )
+    own = client.ApiClient(configuration)
+    own.default_headers.update(api_client.default_headers)
+    own.cookie = api_client.cookie
+    return own
+
+
+def _read_raw(response: object) -> tuple[int, bytes]:
+    """Status and body of a raw (``_preload_content=False``) response; releases the connection."""
+    if not isinstance(response, urllib3.BaseHTTPResponse):
+        raise TypeError(f"expected a raw urllib3 response, got {type(response).__name__}")
+    try:
+        return response.status, response.data
+    finally:
+        response.release_conn()
+
+
+def _status_of(exc: ApiException) -> tuple[str, str]:
+    """``(reason, message)`` from the ``metav1.Status`` body of an error answer (best effort)."""
+    body = exc.body
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    reason = str(exc.reason or "")
+    if not isinstance(body, str) or not body:
+        return reason, ""
+    try:
+        status = json.loads(body)
+    except ValueError:
+        return reason, _first_line(body)
+    if not isinstance(status, dict):
+        return reason, _first_line(body)
+    return str(status.get("reason") or reason), str(status.get("message") or "")
+
+
+def _retry_after_seconds(headers: Any) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or HTTP date); None when absent or unparsable."""
+    if not headers:
+        return None
+    value = headers.get("Retry-After") if hasattr(headers, "get") else None
+    if value is None:
+        return None
+    text = str(value).strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _failure_for_status(status: int, reason: str, message: str) -> BindOutcome:
+    said = message or reason or "no message"
+    detail = f"{status}: {said}"
+    if status == 404:
+        return _failure("pod not found (deleted before binding)", detail, status)
+    if status in (401, 403):
+        return _failure(f"API server refused the binding ({status} {reason}): {said}", detail, status)
+    if status >= 500:
+        return _failure(f"API server error {status} ({reason}): {said}", detail, status)
+    return _failure(f"API server rejected the binding ({status} {reason}): {said}", detail, status)
+
+
+def _other_node(bound_to: str, message: str) -> BindOutcome:
+    return _failure(
+        f"pod is already bound to another node: {bound_to}",
+        f"409: already bound to node {bound_to}" + (f" ({message})" if message else ""),
+        409,
+    )
+
+
+def _failure(error: str, detail: str, status: int | None = None) -> BindOutcome:
+    return BindOutcome(error=_error_text(error), detail=_one_line(detail), status=status)
+
+
+def _error_text(text: str) -> str:
+    """Safe for kube-scheduler, which uses Error as a Go format string: no ``%``, one short line."""
+    cleaned = _one_line(text.replace("%", " percent"))
+    return cleaned or "binding failed"
+
+
+def _one_line(text: str, limit: int = _MAX_ERROR_CHARS) -> str:
+    cleaned = " ".join(text.split())
+    return cleaned if len(cleaned) <= limit else cleaned[: limit - 3] + "..."
+
+
+def _first_line(text: object) -> str:
+    lines = str(text or "").strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+        return _is_timeout(exc.reason)
+    if isinstance(exc, urllib3.exceptions.NewConnectionError):  # subclasses ConnectTimeoutError in urllib3 2
+        return False
+    return isinstance(exc, (urllib3.exceptions.TimeoutError, TimeoutError))
+
+
+def _is_dropped(exc: BaseException) -> bool:
+    """The connection broke after the request may have been sent (reset, closed without an answer)."""
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+        return _is_dropped(exc.reason)
+    return isinstance(exc, (urllib3.exceptions.ProtocolError, ConnectionResetError))
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+        exc = exc.reason
+    text = str(exc)
+    # urllib3 prefixes "<urllib3.connection.HTTPConnection object at 0x...>: "; keep the readable part.
+    text = re.sub(r"<[^>]*object at 0x[0-9a-f]+>:\s*", "", text)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

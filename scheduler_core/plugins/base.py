@@ -1,0 +1,85 @@
+"""What a plugin is: a name, the extension points it implements, typed args, and pure functions of a cycle."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
+
+import msgspec
+
+from scheduler_core.cluster import ClusterView, NodeInfo, PodInfo
+from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
+
+NEUTRAL_SCORE = 50.0
+"""The score of a node a plugin knows nothing about: the middle, so missing data neither helps nor hurts."""
+
+
+class PluginArgs(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
+    """Base of every plugin's args: camelCase keys like KubeSchedulerConfiguration, unknown keys refused."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One filter plugin's judgement of one node. An empty ``reason`` means the node passes."""
+
+    reason: str = ""
+    """Counted in kube-scheduler's "0/N nodes are available" message: no node names or per-node numbers."""
+    unresolvable: bool = False
+    """True when preempting pods on the node cannot help (FailedAndUnresolvableNodes)."""
+    detail: str = ""
+    """Node-specific figures for the record and the dashboard."""
+
+    @property
+    def passed(self) -> bool:
+        return not self.reason
+
+
+PASS = Verdict()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeScore:
+    score: float
+    """0..100, higher is better."""
+    raw: float | None = None
+    """The plugin's raw input for this node (bytes for traffic), when it has one."""
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreResult:
+    """A score plugin's answer for all candidate nodes, in the order given."""
+
+    scores: Sequence[NodeScore]
+    applicable: bool = True
+    """False when the plugin cannot tell nodes apart for this pod (it then carries no weight)."""
+    note: str = ""
+    metric_age_seconds: float | None = None
+
+
+class TrafficView(Protocol):
+    def latest(self, query: TrafficQuery) -> TrafficSnapshot | None: ...
+
+
+@dataclass
+class CycleContext:
+    """Everything a plugin may read during one verb call."""
+
+    pod: PodInfo
+    cluster: ClusterView
+    traffic: TrafficView
+    now: float = field(default_factory=time.time)
+
+
+class FilterPlugin(Protocol):
+    name: ClassVar[str]
+
+    def filter(self, ctx: CycleContext, nodes: Sequence[NodeInfo]) -> Sequence[Verdict]: ...
+
+
+class ScorePlugin(Protocol):
+    name: ClassVar[str]
+
+    def score(self, ctx: CycleContext, nodes: Sequence[NodeInfo]) -> ScoreResult: ...

@@ -1,0 +1,75 @@
+"""The latest snapshot per query, kept in process and refreshed in the background.
+
+Verbs only ever read :class:`TrafficStore`; a slow or dead source delays the refresh thread, never a verb.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from scheduler_core.traffic.base import TrafficQuery, TrafficSnapshot, TrafficSource, TrafficSourceError
+
+log = logging.getLogger(__name__)
+
+
+class TrafficStore:
+    def __init__(self) -> None:
+        self._snapshots: dict[TrafficQuery, TrafficSnapshot] = {}
+        self.last_errors: dict[TrafficQuery, str] = {}
+
+    def latest(self, query: TrafficQuery) -> TrafficSnapshot | None:
+        return self._snapshots.get(query)
+
+    def put(self, snapshot: TrafficSnapshot) -> None:
+        # A dict assignment is atomic under the GIL: readers see the old or the new snapshot, never half.
+        self._snapshots[snapshot.query] = snapshot
+        self.last_errors.pop(snapshot.query, None)
+
+    def refresh(self, source: TrafficSource, queries: Iterable[TrafficQuery]) -> None:
+        """Fetch every query once; a failure keeps the previous snapshot and remembers the error."""
+        for query in queries:
+            try:
+                self.put(source.fetch(query))
+            except TrafficSourceError as exc:
+                self.last_errors[query] = str(exc)
+                log.warning("traffic refresh failed for %s: %s", query, exc)
+
+
+class BackgroundRefresher:
+    """A daemon thread calling :meth:`TrafficStore.refresh` every ``interval`` seconds."""
+
+    def __init__(
+        self,
+        store: TrafficStore,
+        source_for: Callable[[TrafficQuery], TrafficSource],
+        queries: Iterable[TrafficQuery],
+        interval: float = 15.0,
+    ) -> None:
+        self.store = store
+        self.source_for = source_for
+        self.queries = tuple(queries)
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="schedlens-traffic-refresh", daemon=True)
+
+    def refresh_once(self) -> None:
+        for query in self.queries:
+            self.store.refresh(self.source_for(query), [query])
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                self.refresh_once()
+            except Exception:  # A bug in one refresh must not kill the thread that keeps metrics fresh.
+                log.exception("traffic refresh crashed")
+            self._stop.wait(max(0.5, self.interval - (time.monotonic() - started)))

@@ -1,0 +1,16 @@
+"""Human units for reasons and explanations (decimal, like network gear and Prometheus dashboards)."""
+
+_UNITS = ("B", "kB", "MB", "GB", "TB", "PB")
+
+
+def human_bytes(value: float) -> str:
+    amount = float(value)
+    for unit in _UNITS:
+        if abs(amount) < 1000 or unit == _UNITS[-1]:
+            return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
+        amount /= 1000
+    raise AssertionError("unreachable")
+
+
+def human_rate(bytes_per_second: float) -> str:
+    return human_bytes(bytes_per_second) + "/s"

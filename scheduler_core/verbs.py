@@ -1,0 +1,271 @@
+"""The four extender verbs as plain functions of request bytes: answer bytes plus the record of the call.
+
+HTTP-agnostic so they run the same under Django, in the simulator and in unit tests. Nothing here waits on
+Prometheus, the database or Redis: traffic comes from an in-memory view that background work keeps fresh.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import msgspec
+
+from scheduler_core import wire
+from scheduler_core.binding import Binder
+from scheduler_core.cluster import ClusterView, NodeInfo, PodInfo, node_info, pod_info
+from scheduler_core.engine import run_filter, run_prioritize
+from scheduler_core.plugins import CycleContext
+from scheduler_core.plugins.base import TrafficView
+from scheduler_core.profiles import Profile
+from scheduler_core.record import BindRecord, NodeMode, PreemptRecord, VerbEvent
+
+SERVER_ID = f"{socket.gethostname()}:{os.getpid()}"
+
+
+class UnknownProfileError(LookupError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class VerbResult:
+    status: int
+    body: bytes
+    event: VerbEvent
+
+
+@dataclass(frozen=True, slots=True)
+class _Start:
+    at: float
+    """Wall clock (Unix seconds) for the record."""
+    perf: float
+    """Monotonic counter for the duration."""
+
+
+def _error_body(message: str, path: str = "") -> bytes:
+    payload = {"error": message, "path": path} if path else {"error": message}
+    return wire.encode(payload)
+
+
+def _echo_marker(name: str) -> msgspec.Raw:
+    return msgspec.Raw(wire.encode({"$echoed": name}))
+
+
+class Extender:
+    """Serves the verbs for a set of profiles."""
+
+    def __init__(
+        self,
+        profiles: Mapping[str, Profile],
+        *,
+        cluster: ClusterView,
+        traffic: TrafficView,
+        binder: Binder,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.profiles = profiles
+        self.cluster = cluster
+        self.traffic = traffic
+        self.binder = binder
+        self.clock = clock
+
+    # --- shared plumbing ---------------------------------------------------------------------------
+
+    def _event(self, verb: str, profile: str, started: _Start, **fields: object) -> VerbEvent:
+        return VerbEvent(
+            event_id=uuid.uuid4().hex,
+            verb=verb,
+            profile=profile,
+            started_at=started.at,
+            duration_ms=round((time.perf_counter() - started.perf) * 1000, 3),
+            server=SERVER_ID,
+            **fields,  # type: ignore[arg-type]
+        )
+
+    def _start(self, profile_name: str) -> tuple[Profile | None, _Start]:
+        return self.profiles.get(profile_name), _Start(self.clock(), time.perf_counter())
+
+    def _refuse(self, verb: str, profile: str, started: _Start, status: int, error: wire.WireError | str) -> VerbResult:
+        message, path = (error.message, error.path) if isinstance(error, wire.WireError) else (error, "")
+        event = self._event(verb, profile, started, http_status=status, error=message, error_path=path)
+        return VerbResult(status, _error_body(message, path), event)
+
+    def refuse(self, verb: str, profile_name: str, status: int, message: str) -> VerbResult:
+        """Refuse a call before decoding it (bad Content-Type, …); the refusal is recorded like any call."""
+        _, started = self._start(profile_name)
+        return self._refuse(verb, profile_name, started, status, message)
+
+    def _unknown_profile(self, verb: str, profile: str, started: _Start) -> VerbResult:
+        known = ", ".join(sorted(self.profiles))
+        return self._refuse(verb, profile, started, 404, f"unknown profile {profile!r} (known: {known})")
+
+    @staticmethod
+    def _pod_fields(pod: PodInfo) -> dict[str, str]:
+        return {
+            "pod_namespace": pod.namespace,
+            "pod_name": pod.name,
+            "pod_uid": pod.uid,
+            "pod_resource_version": pod.resource_version,
+        }
+
+    def _candidates(self, args: wire.ExtenderArgs) -> tuple[NodeMode, list[NodeInfo], list[msgspec.Raw]]:
+        if args.nodes is not None:
+            raws = args.nodes.items or []
+            return "nodes", [node_info(wire.decode_node(raw, i)) for i, raw in enumerate(raws)], raws
+        names = args.node_names or []
+        return "names", [self.cluster.node(name) or NodeInfo(name) for name in names], []
+
+    def _context(self, pod: PodInfo, now: float) -> CycleContext:
+        return CycleContext(pod=pod, cluster=self.cluster, traffic=self.traffic, now=now)
+
+    # --- verbs ---------------------------------------------------------------------------------------
+
+    def filter(self, profile_name: str, body: bytes) -> VerbResult:
+        profile, started = self._start(profile_name)
+        if profile is None:
+            return self._unknown_profile("filter", profile_name, started)
+        try:
+            args = wire.decode_extender_args(body)
+            mode, nodes, raws = self._candidates(args)
+        except wire.WireError as exc:
+            return self._refuse("filter", profile_name, started, 400, exc)
+        pod = pod_info(args.pod)
+        decision, record = run_filter(profile, self._context(pod, started.at), nodes)
+        failed = dict(sorted(decision.failed.items())) or None
+        unresolvable = dict(sorted(decision.unresolvable.items())) or None
+        if mode == "nodes":
+            result = wire.ExtenderFilterResult(
+                nodes=wire.NodeListOut(items=[raws[i] for i in decision.passed]),
+                node_names=None,
+                failed_nodes=failed,
+                failed_and_unresolvable_nodes=unresolvable,
+            )
+            answer = wire.encode(result)
+            result.nodes = wire.NodeListOut(items=[_echo_marker(nodes[i].name) for i in decision.passed])
+            recorded = wire.encode(result)
+        else:
+            result = wire.ExtenderFilterResult(
+                nodes=None,
+                node_names=[nodes[i].name for i in decision.passed],
+                failed_nodes=failed,
+                failed_and_unresolvable_nodes=unresolvable,
+            )
+            answer = recorded = wire.encode(result)
+        event = self._event(
+            "filter",
+            profile_name,
+            started,
+            http_status=200,
+            node_mode=mode,
+            filter=record,
+            response=msgspec.Raw(recorded),
+            **self._pod_fields(pod),
+        )
+        return VerbResult(200, answer, event)
+
+    def prioritize(self, profile_name: str, body: bytes) -> VerbResult:
+        profile, started = self._start(profile_name)
+        if profile is None:
+            return self._unknown_profile("prioritize", profile_name, started)
+        try:
+            args = wire.decode_extender_args(body)
+            mode, nodes, _ = self._candidates(args)
+        except wire.WireError as exc:
+            return self._refuse("prioritize", profile_name, started, 400, exc)
+        pod = pod_info(args.pod)
+        record = run_prioritize(profile, self._context(pod, started.at), nodes)
+        answer = wire.encode(
+            [wire.HostPriority(host=h, score=s) for h, s in zip(record.nodes, record.extender, strict=True)]
+        )
+        event = self._event(
+            "prioritize",
+            profile_name,
+            started,
+            http_status=200,
+            node_mode=mode,
+            prioritize=record,
+            response=msgspec.Raw(answer),
+            **self._pod_fields(pod),
+        )
+        return VerbResult(200, answer, event)
+
+    def bind(self, profile_name: str, body: bytes) -> VerbResult:
+        profile, started = self._start(profile_name)
+        if profile is None:
+            return self._unknown_profile("bind", profile_name, started)
+        try:
+            args = wire.decode_binding_args(body)
+        except wire.WireError as exc:
+            return self._refuse("bind", profile_name, started, 400, exc)
+        for value, path in (
+            (args.pod_name, "$.PodName"),
+            (args.pod_namespace, "$.PodNamespace"),
+            (args.node, "$.Node"),
+        ):
+            if not value:
+                return self._refuse("bind", profile_name, started, 400, wire.WireError("must not be empty", path))
+        outcome = self.binder.bind(namespace=args.pod_namespace, name=args.pod_name, uid=args.pod_uid, node=args.node)
+        # kube-scheduler formats Error with fmt.Errorf: a "%" would be mangled (protocol doc §2.2).
+        error = outcome.error.replace("%", " percent")
+        answer = wire.encode(wire.ExtenderBindingResult(error=error))
+        event = self._event(
+            "bind",
+            profile_name,
+            started,
+            http_status=200,
+            error=error,
+            bind=BindRecord(
+                node=args.node, detail=outcome.detail, api_status=outcome.status, simulated=outcome.simulated
+            ),
+            response=msgspec.Raw(answer),
+            pod_namespace=args.pod_namespace,
+            pod_name=args.pod_name,
+            pod_uid=args.pod_uid,
+        )
+        return VerbResult(200, answer, event)
+
+    def preempt(self, profile_name: str, body: bytes) -> VerbResult:
+        """Keep only candidate nodes this profile's filters accept; victims are passed through untouched."""
+        profile, started = self._start(profile_name)
+        if profile is None:
+            return self._unknown_profile("preempt", profile_name, started)
+        try:
+            args = wire.decode_preemption_args(body)
+        except wire.WireError as exc:
+            return self._refuse("preempt", profile_name, started, 400, exc)
+        meta: dict[str, wire.MetaVictims] = {}
+        if args.node_name_to_meta_victims is not None:
+            meta = {n: v for n, v in args.node_name_to_meta_victims.items() if v is not None}
+        elif args.node_name_to_victims is not None:
+            meta = {
+                n: wire.MetaVictims(
+                    pods=[wire.MetaPod(uid=p.metadata.uid) for p in v.pods],
+                    num_pdb_violations=v.num_pdb_violations,
+                )
+                for n, v in args.node_name_to_victims.items()
+                if v is not None
+            }
+        pod = pod_info(args.pod)
+        names: Sequence[str] = list(meta)
+        nodes = [self.cluster.node(name) or NodeInfo(name) for name in names]
+        decision, _ = run_filter(profile, self._context(pod, started.at), nodes)
+        kept = [nodes[i].name for i in decision.passed]
+        answer = wire.encode(wire.ExtenderPreemptionResult(node_name_to_meta_victims={n: meta[n] for n in kept}))
+        mode: NodeMode = "names" if args.node_name_to_meta_victims is not None else "nodes"
+        event = self._event(
+            "preempt",
+            profile_name,
+            started,
+            http_status=200,
+            node_mode=mode,
+            preempt=PreemptRecord(
+                candidates=list(names), kept=kept, dropped={**decision.failed, **decision.unresolvable}
+            ),
+            response=msgspec.Raw(answer),
+            **self._pod_fields(pod),
+        )
+        return VerbResult(200, answer, event)

@@ -1,0 +1,241 @@
+"""kube-scheduler extender v1 wire types, decoded strictly and encoded exactly.
+
+Keys are the Go field names (no JSON tags upstream, so nothing is ever omitted: absent values are ``null``).
+Embedded Kubernetes objects are decoded only as far as the plugins need; everything else is skipped. In
+full-Nodes mode each node is kept as its raw bytes so the filter answer echoes it back unchanged.
+
+The protocol reference is ``shared/docs/extender-protocol.md``; upstream is
+``staging/src/k8s.io/kube-scheduler/extender/v1/types.go``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TypeVar
+
+import msgspec
+
+_T = TypeVar("_T")
+
+MAX_EXTENDER_PRIORITY = 10
+MIN_EXTENDER_PRIORITY = 0
+
+
+class WireError(ValueError):
+    """A request body that does not decode; ``path`` names the JSON path of the first problem."""
+
+    def __init__(self, message: str, path: str = "$") -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = path
+
+    def __str__(self) -> str:
+        return f"{self.message} (at {self.path})"
+
+
+# --- The parts of Kubernetes objects the plugins read -------------------------------------------------
+
+
+class ObjectMeta(msgspec.Struct, rename="camel"):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+    labels: dict[str, str] | None = None
+
+
+class ResourceRequirements(msgspec.Struct):
+    limits: dict[str, str] | None = None
+    requests: dict[str, str] | None = None
+
+
+class Container(msgspec.Struct):
+    name: str = ""
+    image: str = ""
+    resources: ResourceRequirements | None = None
+
+
+class PodSpec(msgspec.Struct, rename="camel"):
+    containers: list[Container] | None = None
+    init_containers: list[Container] | None = None
+    scheduler_name: str = ""
+    node_name: str = ""
+
+
+class Pod(msgspec.Struct):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PodSpec = msgspec.field(default_factory=PodSpec)
+
+
+class ContainerImage(msgspec.Struct, rename="camel"):
+    names: list[str] | None = None
+    size_bytes: int = 0
+
+
+class NodeStatus(msgspec.Struct):
+    images: list[ContainerImage] | None = None
+
+
+class Node(msgspec.Struct):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    status: NodeStatus = msgspec.field(default_factory=NodeStatus)
+
+
+# --- Extender types ----------------------------------------------------------------------------------
+
+
+class RawNodeList(msgspec.Struct):
+    """``v1.NodeList`` with every item kept as the exact bytes kube-scheduler sent."""
+
+    items: list[msgspec.Raw] | None = None
+
+
+class ExtenderArgs(msgspec.Struct):
+    pod: Pod = msgspec.field(name="Pod")
+    nodes: RawNodeList | None = msgspec.field(name="Nodes", default=None)
+    node_names: list[str] | None = msgspec.field(name="NodeNames", default=None)
+
+
+class NodeListOut(msgspec.Struct):
+    metadata: dict[str, str] = msgspec.field(default_factory=dict)
+    items: list[msgspec.Raw] = msgspec.field(default_factory=list)
+
+
+class ExtenderFilterResult(msgspec.Struct):
+    nodes: NodeListOut | None = msgspec.field(name="Nodes")
+    node_names: list[str] | None = msgspec.field(name="NodeNames")
+    failed_nodes: dict[str, str] | None = msgspec.field(name="FailedNodes")
+    failed_and_unresolvable_nodes: dict[str, str] | None = msgspec.field(name="FailedAndUnresolvableNodes")
+    error: str = msgspec.field(name="Error", default="")
+
+
+class HostPriority(msgspec.Struct):
+    host: str = msgspec.field(name="Host")
+    score: int = msgspec.field(name="Score")
+
+
+class ExtenderBindingArgs(msgspec.Struct):
+    pod_name: str = msgspec.field(name="PodName")
+    pod_namespace: str = msgspec.field(name="PodNamespace")
+    pod_uid: str = msgspec.field(name="PodUID")
+    node: str = msgspec.field(name="Node")
+
+
+class ExtenderBindingResult(msgspec.Struct):
+    error: str = msgspec.field(name="Error", default="")
+
+
+class MetaPod(msgspec.Struct):
+    uid: str = msgspec.field(name="UID")
+
+
+class MetaVictims(msgspec.Struct):
+    pods: list[MetaPod] = msgspec.field(name="Pods")
+    num_pdb_violations: int = msgspec.field(name="NumPDBViolations", default=0)
+
+
+class Victims(msgspec.Struct):
+    pods: list[Pod] = msgspec.field(name="Pods")
+    num_pdb_violations: int = msgspec.field(name="NumPDBViolations", default=0)
+
+
+class ExtenderPreemptionArgs(msgspec.Struct):
+    pod: Pod = msgspec.field(name="Pod")
+    node_name_to_victims: dict[str, Victims | None] | None = msgspec.field(name="NodeNameToVictims", default=None)
+    node_name_to_meta_victims: dict[str, MetaVictims | None] | None = msgspec.field(
+        name="NodeNameToMetaVictims", default=None
+    )
+
+
+class ExtenderPreemptionResult(msgspec.Struct):
+    node_name_to_meta_victims: dict[str, MetaVictims] = msgspec.field(name="NodeNameToMetaVictims")
+
+
+# --- Decoding ----------------------------------------------------------------------------------------
+
+_args_decoder = msgspec.json.Decoder(ExtenderArgs)
+_node_decoder = msgspec.json.Decoder(Node)
+_binding_decoder = msgspec.json.Decoder(ExtenderBindingArgs)
+_preemption_decoder = msgspec.json.Decoder(ExtenderPreemptionArgs)
+_encoder = msgspec.json.Encoder()
+
+_PATH_SUFFIX = re.compile(r" - at `(?P<path>\$[^`]*)`$")
+
+
+def _wire_error(exc: msgspec.MsgspecError, prefix: str = "") -> WireError:
+    text = str(exc)
+    match = _PATH_SUFFIX.search(text)
+    path = "$"
+    if match:
+        path = match.group("path")
+        text = text[: match.start()]
+    if prefix:
+        path = prefix + path[1:]
+    return WireError(text, path)
+
+
+def _decode(decoder: msgspec.json.Decoder[_T], body: bytes) -> _T:
+    if not body.strip():
+        raise WireError("empty request body")
+    try:
+        return decoder.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise _wire_error(exc) from None
+    except UnicodeDecodeError as exc:
+        raise WireError(f"invalid UTF-8 at byte {exc.start}") from None
+    except RecursionError:
+        raise WireError("JSON nested too deeply") from None
+
+
+def decode_extender_args(body: bytes) -> ExtenderArgs:
+    """Decode a filter/prioritize body. Exactly one of ``Nodes`` and ``NodeNames`` must be non-null."""
+    args = _decode(_args_decoder, body)
+    if args.nodes is None and args.node_names is None:
+        raise WireError("both Nodes and NodeNames are null; exactly one must be set", "$.NodeNames")
+    if args.nodes is not None and args.node_names is not None:
+        raise WireError("both Nodes and NodeNames are set; exactly one must be non-null", "$.NodeNames")
+    if args.nodes is not None and args.nodes.items is None:
+        raise WireError("Nodes.items is null", "$.Nodes.items")
+    if args.node_names is not None:
+        seen: set[str] = set()
+        for index, name in enumerate(args.node_names):
+            if not name:
+                raise WireError("empty node name", f"$.NodeNames[{index}]")
+            if name in seen:
+                raise WireError(f"duplicate node name {name!r}", f"$.NodeNames[{index}]")
+            seen.add(name)
+    return args
+
+
+def decode_node(raw: msgspec.Raw, index: int) -> Node:
+    """Decode the fields plugins need from one raw ``Nodes.items`` element."""
+    try:
+        return _node_decoder.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise _wire_error(exc, prefix=f"$.Nodes.items[{index}]") from None
+
+
+def decode_binding_args(body: bytes) -> ExtenderBindingArgs:
+    return _decode(_binding_decoder, body)
+
+
+def decode_preemption_args(body: bytes) -> ExtenderPreemptionArgs:
+    args = _decode(_preemption_decoder, body)
+    if args.node_name_to_victims is None and args.node_name_to_meta_victims is None:
+        return args  # No candidates: a valid, if empty, request.
+    for field_name, mapping in (
+        ("NodeNameToVictims", args.node_name_to_victims),
+        ("NodeNameToMetaVictims", args.node_name_to_meta_victims),
+    ):
+        for node, victims in (mapping or {}).items():
+            if victims is None:
+                raise WireError("victims are null", f"$.{field_name}.{node}")
+    return args
+
+
+# --- Encoding ----------------------------------------------------------------------------------------
+
+
+def encode(value: object) -> bytes:
+    """Compact JSON; integers stay integers and raw node bytes are written verbatim."""
+    return _encoder.encode(value)

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# `make run`: migrate, write a demo cluster, serve the extender under gunicorn (keep-alive), and fill the
+# history with a simulated kube-scheduler. Uses DATABASE_URL / REDIS_URL / PROMETHEUS_URL when set.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+PY="$VENV/bin/python"
+PORT=${PORT:-8000}
+DEMO_NODES=${DEMO_NODES:-40}
+DEMO_PODS=${DEMO_PODS:-150}
+
+mkdir -p var
+export SCHEDLENS_CLUSTER_FILE=${SCHEDLENS_CLUSTER_FILE:-$PWD/var/demo-cluster.json}
+export SCHEDLENS_CONFIG=${SCHEDLENS_CONFIG:-$PWD/deploy/profiles.demo.yaml}
+export SCHEDLENS_BIND_MODE=${SCHEDLENS_BIND_MODE:-simulated}
+
+"$PY" manage.py migrate --noinput
+"$PY" manage.py simulate --nodes "$DEMO_NODES" --write-cluster "$SCHEDLENS_CLUSTER_FILE"
+
+"$VENV/bin/gunicorn" --config python:dashboard.gunicorn_conf dashboard.wsgi:application &
+server=$!
+trap 'kill $server 2>/dev/null; wait $server 2>/dev/null' EXIT INT TERM
+
+for _ in $(seq 1 100); do
+  if "$PY" -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$PORT/readyz', timeout=1)" 2>/dev/null; then break; fi
+  kill -0 $server 2>/dev/null || { echo "the server exited; see above" >&2; exit 1; }
+  sleep 0.2
+done
+
+echo "filling demo history: $DEMO_PODS pods in each node mode"
+"$PY" manage.py simulate --url "http://127.0.0.1:$PORT/extender/default" --nodes "$DEMO_NODES" --pods "$DEMO_PODS" --mode names
+"$PY" manage.py simulate --url "http://127.0.0.1:$PORT/extender/gpu-aware" --nodes "$DEMO_NODES" --pods "$((DEMO_PODS / 3))" --mode nodes --seed 9
+
+echo
+echo "schedlens is serving on http://127.0.0.1:$PORT"
+echo "  extender urlPrefix: http://127.0.0.1:$PORT/extender/default   (profiles: default, gpu-aware)"
+echo "  admin:              http://127.0.0.1:$PORT/admin/   (python manage.py createsuperuser)"
+echo "Ctrl-C stops it."
+wait $server
