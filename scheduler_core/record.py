@@ -64,6 +64,10 @@ class PreemptRecord(msgspec.Struct, omit_defaults=True):
     dropped: dict[str, str] = msgspec.field(default_factory=dict)
 
 
+def _null() -> msgspec.Raw:
+    return msgspec.Raw(b"null")
+
+
 class VerbEvent(msgspec.Struct, omit_defaults=True):
     """One verb call, as appended to the spool and folded into a scheduling cycle by the ingester."""
 
@@ -86,8 +90,11 @@ class VerbEvent(msgspec.Struct, omit_defaults=True):
     prioritize: PrioritizeRecord | None = None
     bind: BindRecord | None = None
     preempt: PreemptRecord | None = None
-    response: msgspec.Raw | None = None
-    """The JSON answered; in full-Nodes mode each echoed node is replaced by ``{"$echoed": name}``."""
+    response: msgspec.Raw = msgspec.field(default_factory=_null)
+    """The JSON answered (``null`` for a refused call).
+
+    In full-Nodes mode each echoed node is replaced by ``{"$echoed": name}``: the bytes were the request's.
+    """
     server: str = ""
     """Which process answered (host:pid), to trace calls of one cycle across replicas."""
 

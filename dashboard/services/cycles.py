@@ -52,12 +52,10 @@ def _find_cycle(event: VerbEvent, at: datetime) -> SchedulingCycle | None:
         candidates = same_pod.filter(started_at__gte=at - CLOCK_SKEW, started_at__lte=at + EARLY_CALL_WINDOW)
     else:
         candidates = same_pod.filter(started_at__gte=at - JOIN_WINDOW, started_at__lte=at + CLOCK_SKEW)
-    return (
-        candidates.exclude(calls__verb=event.verb)
-        .exclude(outcome__in=[Outcome.BOUND] if event.verb != "bind" else [])
-        .order_by("-started_at", "-id")
-        .first()
-    )
+        # A bound pod is not scheduled again: a later prioritize or preempt belongs to a new attempt.
+        if event.verb in {"prioritize", "preempt"}:
+            candidates = candidates.exclude(outcome=Outcome.BOUND)
+    return candidates.exclude(calls__verb=event.verb).order_by("-started_at", "-id").first()
 
 
 def _summarize(cycle: SchedulingCycle, calls: Sequence[VerbCall]) -> None:
@@ -147,7 +145,7 @@ def cycles_ingest_events(*, events: Iterable[VerbEvent]) -> int:
                 error=event.error,
                 server=event.server,
                 record=_record_of(event),
-                response=msgspec.json.decode(event.response) if event.response is not None else None,
+                response=msgspec.json.decode(event.response),
             )
             _summarize(cycle, list(cycle.calls.all()))
             cycle.save()

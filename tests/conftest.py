@@ -1,0 +1,31 @@
+"""Shared fixtures: the protocol fixtures beside the repo, and a traffic store tests fill by hand."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
+from scheduler_core.traffic.store import TrafficStore
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+CAPTURES = SHARED / "fixtures" / "kube-scheduler-v1.28.7"
+EXAMPLES = SHARED / "fixtures" / "extender-examples"
+
+
+def traffic_store(
+    bytes_by_node: Mapping[str, float], *, age: float = 0.0, query: TrafficQuery | None = None
+) -> TrafficStore:
+    store = TrafficStore()
+    store.put(TrafficSnapshot(query or TrafficQuery(), dict(bytes_by_node), time.time() - age, "test"))
+    return store
+
+
+@pytest.fixture
+def captures() -> Path:
+    assert CAPTURES.is_dir(), f"the kube-scheduler captures are expected at {CAPTURES}"
+    return CAPTURES

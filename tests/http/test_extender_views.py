@@ -1,0 +1,95 @@
+"""The extender endpoints over Django: status codes, limits and refusals, each call spooled."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import CAPTURES
+
+JSON = "application/json"
+PREFIX = "/extender/default"
+
+
+def post(client, verb: str, body: bytes, content_type: str = JSON, profile: str = "default"):
+    # The test client drops Content-Type for an empty body; kube-scheduler always sends it.
+    return client.post(f"/extender/{profile}/{verb}", data=body, content_type=content_type, CONTENT_TYPE=content_type)
+
+
+def test_a_captured_filter_is_answered_and_spooled(client, runtime):
+    body = (CAPTURES / "B-filter-prioritize-nodecache-true" / "001-filter.body.json").read_bytes()
+    response = post(client, "filter", body)
+
+    assert response.status_code == 200
+    assert response["Content-Type"] == JSON
+    assert json.loads(response.content)["NodeNames"] == ["node-1", "node-2", "node-3"]
+    assert runtime.spool.depth() == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "fragment"),
+    [
+        (b"", 400, "empty request body"),
+        (b"{", 400, "truncated"),
+        (b'{"Pod":{},"Nodes":null,"NodeNames":null}', 400, "both Nodes and NodeNames are null"),
+        (b'{"Pod":[],"Nodes":null,"NodeNames":[]}', 400, "Expected `object`, got `array`"),
+    ],
+)
+def test_bad_bodies_get_a_4xx_with_a_message_and_are_recorded(client, runtime, body, status, fragment):
+    response = post(client, "filter", body)
+    assert response.status_code == status
+    assert fragment in json.loads(response.content)["error"]
+    assert runtime.spool.depth() == 1
+
+
+def test_a_body_over_the_limit_is_refused_with_413(client, runtime, settings):
+    settings.SCHEDLENS_MAX_BODY_BYTES = 1000
+    response = post(client, "filter", b'{"Pod":{},"NodeNames":[' + b'"n",' * 400 + b'"m"]}')
+    assert response.status_code == 413
+    assert "exceeds the limit of 1000 bytes" in json.loads(response.content)["error"]
+
+
+def test_the_default_body_limit_is_far_above_django_s_2_5_mib(settings):
+    assert settings.SCHEDLENS_MAX_BODY_BYTES >= 64 * 1024 * 1024
+
+
+def test_a_wrong_content_type_is_refused_naming_it(client, runtime):
+    response = post(client, "filter", b"{}", content_type="text/plain")
+    assert response.status_code == 415
+    assert "text/plain" in json.loads(response.content)["error"]
+
+
+def test_a_missing_content_type_is_refused(client, runtime):
+    response = client.generic("POST", f"{PREFIX}/filter", b"")
+    assert response.status_code == 415
+    assert "got none" in json.loads(response.content)["error"]
+
+
+def test_an_unknown_profile_is_a_404_with_a_message(client, runtime):
+    response = post(client, "filter", b"{}", profile="nope")
+    assert response.status_code == 404
+    assert json.loads(response.content)["error"].startswith("unknown profile 'nope'")
+
+
+def test_verbs_only_take_post(client, runtime):
+    assert client.get(f"{PREFIX}/filter").status_code == 405
+
+
+def test_bind_in_demo_mode_answers_success_and_says_it_was_simulated(client, runtime):
+    body = b'{"PodName":"p","PodNamespace":"n","PodUID":"u","Node":"node-2"}'
+    response = post(client, "bind", body)
+    assert response.status_code == 200
+    assert json.loads(response.content) == {"Error": ""}
+    ((_row_id, data),) = runtime.spool.read_batch(10)
+    assert json.loads(data)["bind"] == {
+        "node": "node-2",
+        "detail": "simulated bind (demo mode, no API server)",
+        "simulated": True,
+    }
+
+
+def test_readiness_reports_profiles_and_spool_depth(client, runtime):
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    assert json.loads(response.content) == {"status": "ready", "profiles": ["default"], "spool_depth": 0}
