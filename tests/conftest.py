@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -12,7 +13,8 @@ from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
 from scheduler_core.traffic.store import TrafficStore
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
+# CI clones the repo with the project's shared/ folder beside it; SCHEDLENS_SHARED_DIR points elsewhere.
+SHARED = Path(os.environ.get("SCHEDLENS_SHARED_DIR", REPO.parent / "shared"))
 CAPTURES = SHARED / "fixtures" / "kube-scheduler-v1.28.7"
 EXAMPLES = SHARED / "fixtures" / "extender-examples"
 

@@ -44,6 +44,12 @@ class _RawArgs(msgspec.Struct):
     NodeNames: list[str] | None
 
 
+def test_the_real_kube_scheduler_captures_are_all_here():
+    # A missing shared/ folder must fail loudly, not parametrize the replay below into nothing.
+    assert len(CAPTURED) == 15, f"expected the 15 captured request bodies under {CAPTURES}"
+    assert len(list(EXAMPLES.glob("ex*.json"))) == 14
+
+
 @pytest.mark.parametrize("body_path", CAPTURED, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_captured_request_gets_an_answer_kube_scheduler_accepts(body_path: Path):
     body = body_path.read_bytes()
