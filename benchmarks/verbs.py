@@ -28,22 +28,22 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 
-from dashboard.spool import Spool  # noqa: E402  (plain module, no Django setup needed)
-from scheduler_core.binding import SimulatedBinder  # noqa: E402
-from scheduler_core.cluster import StaticCluster  # noqa: E402
-from scheduler_core.profiles import load_profiles  # noqa: E402
-from scheduler_core.record import encode_event  # noqa: E402
-from scheduler_core.simulator import ExtenderClient, make_cluster, make_pod  # noqa: E402
-from scheduler_core.traffic.store import TrafficStore  # noqa: E402
-from scheduler_core.traffic.synthetic import SyntheticTrafficSource  # noqa: E402
-from scheduler_core.verbs import Extender  # noqa: E402
+from dashboard.spool import Spool
+from scheduler_core.binding import SimulatedBinder
+from scheduler_core.cluster import StaticCluster
+from scheduler_core.profiles import load_profiles
+from scheduler_core.record import encode_event
+from scheduler_core.simulator import ExtenderClient, make_cluster, make_pod
+from scheduler_core.traffic.store import TrafficStore
+from scheduler_core.traffic.synthetic import SyntheticTrafficSource
+from scheduler_core.verbs import Extender
 
 PROFILES = (REPO / "deploy" / "profiles.demo.yaml").read_text()
 
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
 def bodies(cluster, pods: int, names: bool) -> list[bytes]:
@@ -54,7 +54,8 @@ def bodies(cluster, pods: int, names: bool) -> list[bytes]:
         if names:
             out.append(msgspec.json.encode({"Pod": pod, "Nodes": None, "NodeNames": cluster.node_names}))
         else:
-            out.append(msgspec.json.encode({"Pod": pod, "Nodes": {"metadata": {}, "items": cluster.nodes}, "NodeNames": None}))
+            node_list = {"metadata": {}, "items": cluster.nodes}
+            out.append(msgspec.json.encode({"Pod": pod, "Nodes": node_list, "NodeNames": None}))
     return out
 
 
@@ -140,7 +141,8 @@ def main() -> None:
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for node_count in args.nodes:
-        for where, rows in (("in process", in_process(node_count, args.pods)), ("HTTP", over_http(node_count, args.pods))):
+        measured = (("in process", in_process(node_count, args.pods)), ("HTTP", over_http(node_count, args.pods)))
+        for where, rows in measured:
             for mode, verb, recording, samples in rows:
                 lines.append(
                     f"| {node_count} | {where} | {mode} | {verb} | {recording} | {statistics.median(samples):.2f} | "
