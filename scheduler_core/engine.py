@@ -15,7 +15,10 @@ from scheduler_core.wire import MAX_EXTENDER_PRIORITY
 
 
 def to_extender_score(final: float) -> int:
-    """0..100 → 0..10, rounded half up (28.57 → 3, 14.29 → 1). The epsilon absorbs float noise at .5."""
+    """0..100 → 0..10, rounded half up (28.57 → 3, 14.29 → 1). The epsilon absorbs float noise at .5.
+
+    ``run_prioritize`` inlines this expression: at 1000 nodes the call overhead alone is measurable.
+    """
     return min(MAX_EXTENDER_PRIORITY, max(0, math.floor(final / 10 + 0.5 + 1e-9)))
 
 
@@ -110,5 +113,5 @@ def run_prioritize(profile: Profile, ctx: CycleContext, nodes: Sequence[NodeInfo
         nodes=[n.name for n in nodes],
         plugins=plugin_records,
         final=[round(f, 4) for f in final],
-        extender=[to_extender_score(f) for f in final],
+        extender=[min(MAX_EXTENDER_PRIORITY, max(0, math.floor(f / 10 + 0.5 + 1e-9))) for f in final],
     )

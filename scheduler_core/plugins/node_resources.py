@@ -58,5 +58,5 @@ class NodeResourceFitByCR:
                 continue
             values = [spec.resources_score.get(r, 0) for r in wanted]
             mean = sum(values) / len(values)
-            scores.append(NodeScore(min(100.0, max(0.0, mean)), mean, f"mean resourcesScore {mean:g}"))
+            scores.append(NodeScore(min(100.0, max(0.0, mean)), mean))
         return ScoreResult(scores)
