@@ -5,3 +5,6 @@ class DashboardConfig(AppConfig):
     name = "dashboard"
     verbose_name = "schedlens"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from dashboard import checks  # noqa: F401  (registers the system checks)

@@ -93,3 +93,24 @@ def test_readiness_reports_profiles_and_spool_depth(client, runtime):
     response = client.get("/readyz")
     assert response.status_code == 200
     assert json.loads(response.content) == {"status": "ready", "profiles": ["default"], "spool_depth": 0}
+
+
+def test_a_bad_profile_file_stops_the_server_at_start_with_a_message_naming_profile_plugin_and_field(tmp_path):
+    from tests.live_server import LiveServer
+
+    config = tmp_path / "profiles.yaml"
+    config.write_text("profiles: [{name: fast, pluginConfig: [{name: NetworkTraffic, args: {timeRangeInMinutes: x}}]}]")
+    with pytest.raises(RuntimeError) as caught:
+        LiveServer({"SCHEDLENS_CONFIG": str(config), "SCHEDLENS_SPOOL_DIR": str(tmp_path / "spool")})
+    assert "profile 'fast', plugin 'NetworkTraffic': field args.timeRangeInMinutes" in str(caught.value)
+
+
+def test_manage_py_check_reports_a_bad_profile_file(tmp_path, settings):
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+
+    config = tmp_path / "profiles.yaml"
+    config.write_text("profiles: [{name: p, plugins: {score: {enabled: [{name: Nope}]}}}]")
+    settings.SCHEDLENS_CONFIG = str(config)
+    with pytest.raises(SystemCheckError, match="plugin 'Nope'"):
+        call_command("check")
