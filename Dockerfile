@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# One image for every schedlens process (web, ingest, worker, beat, migrate); the command picks the role.
+# One image for every schedlens process (web, ingest, worker, beat, watcher, migrate); the command picks the role.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -40,7 +40,9 @@ COPY deploy/profiles.example.yaml /etc/schedlens/profiles.yaml
 RUN mkdir -p /var/lib/schedlens/spool \
  && chown -R schedlens:schedlens /var/lib/schedlens
 
+# HOST: gunicorn's default bind is 127.0.0.1, which nothing outside the container could reach.
 ENV DJANGO_SETTINGS_MODULE=dashboard.settings \
+    HOST=0.0.0.0 \
     PORT=8000 \
     SCHEDLENS_CONFIG=/etc/schedlens/profiles.yaml \
     SCHEDLENS_SPOOL_DIR=/var/lib/schedlens/spool

@@ -5,10 +5,11 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 export PORT
 
-.PHONY: run test install services lint typecheck importlint migrations-check pytest bench clean
+.PHONY: run test install services lint typecheck importlint migrations-check pytest bench clean worker beat
 
 run: install ## the extender + demo history on http://127.0.0.1:$(PORT)
-	scripts/run-demo.sh
+	rm -rf var/prometheus-multiproc && mkdir -p var/prometheus-multiproc  # /metrics sums all gunicorn workers
+	PROMETHEUS_MULTIPROC_DIR=$(CURDIR)/var/prometheus-multiproc scripts/run-demo.sh
 
 test: install services lint typecheck importlint migrations-check pytest ## the whole suite
 
@@ -40,6 +41,13 @@ pytest:
 	DATABASE_URL=$${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/schedlens} \
 	REDIS_URL=$${TEST_REDIS_URL:-redis://127.0.0.1:6379/15} \
 	$(VENV)/bin/pytest
+
+worker: install ## a Celery worker for the traffic prefetch (SCHEDLENS_TRAFFIC_BACKEND=redis; needs Redis at REDIS_URL)
+	$(VENV)/bin/celery -A dashboard worker --loglevel=INFO
+
+beat: install ## Celery beat: one prefetch per distinct traffic query every SCHEDLENS_TRAFFIC_REFRESH_SECONDS
+	mkdir -p var
+	$(VENV)/bin/celery -A dashboard beat --loglevel=INFO --schedule=var/celerybeat-schedule
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

@@ -6,6 +6,7 @@ threaded worker (the sync worker closes every connection).
 """
 
 import os
+import ssl
 
 bind = f"{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '8000')}"
 worker_class = "gthread"
@@ -16,3 +17,18 @@ timeout = 30
 graceful_timeout = 10
 accesslog = os.environ.get("ACCESS_LOG") or None
 errorlog = "-"
+
+# TLS for the extender endpoint (kube-scheduler's extender `tlsConfig`): SCHEDLENS_TLS_CERT + SCHEDLENS_TLS_KEY
+# serve https; SCHEDLENS_TLS_CLIENT_CA also requires every client to present a certificate signed by that CA
+# (mutual TLS: the scheduler's `tlsConfig.certFile`/`keyFile`). The urlPrefix must then say https://.
+_tls_cert = os.environ.get("SCHEDLENS_TLS_CERT", "")
+_tls_key = os.environ.get("SCHEDLENS_TLS_KEY", "")
+_tls_client_ca = os.environ.get("SCHEDLENS_TLS_CLIENT_CA", "")
+if _tls_client_ca and not _tls_cert:
+    raise RuntimeError("SCHEDLENS_TLS_CLIENT_CA needs SCHEDLENS_TLS_CERT (and SCHEDLENS_TLS_KEY): TLS is off without")
+if _tls_cert:
+    certfile = _tls_cert
+    keyfile = _tls_key or None  # None: the key is in the certificate file
+    if _tls_client_ca:
+        ca_certs = _tls_client_ca
+        cert_reqs = ssl.CERT_REQUIRED

@@ -1,4 +1,8 @@
-"""Liveness and readiness for probes. Readiness means: profiles loaded and the spool writable."""
+"""Liveness and readiness for probes.
+
+Readiness means: profiles loaded, the spool writable, and (with the Kubernetes node cache) the first lists of
+Nodes and NodeResources read, so no verb answers from an empty cache.
+"""
 
 from __future__ import annotations
 
@@ -17,4 +21,13 @@ def readyz(request: HttpRequest) -> JsonResponse:
         depth = runtime.spool.depth()
     except Exception as exc:
         return JsonResponse({"status": "unready", "reason": f"spool unavailable: {exc}"}, status=503)
-    return JsonResponse({"status": "ready", "profiles": sorted(runtime.profiles), "spool_depth": depth})
+    cache = getattr(runtime.cluster, "status", None)
+    cluster = cache() if callable(cache) else None
+    if cluster is not None and not cluster.get("synced"):
+        return JsonResponse(
+            {"status": "unready", "reason": "node cache not synced yet", "cluster": cluster}, status=503
+        )
+    body = {"status": "ready", "profiles": sorted(runtime.profiles), "spool_depth": depth}
+    if cluster is not None:
+        body["cluster"] = cluster
+    return JsonResponse(body)

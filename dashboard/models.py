@@ -41,6 +41,12 @@ class SchedulingCycle(models.Model):
     preempt_ms = models.FloatField(null=True, blank=True)
     metric_age_seconds = models.FloatField(null=True, blank=True)
     error = models.TextField(blank=True)
+    candidate_nodes = models.TextField(
+        blank=True,
+        default="",
+        editable=False,
+        help_text="Candidate nodes as '|node-1|node-2|' (the filter's, else prioritize's).",
+    )
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -67,9 +73,48 @@ class VerbCall(models.Model):
     server = models.CharField(max_length=128, blank=True)
     record = models.JSONField(default=dict, help_text="The plugins' verdicts and scores (columnar).")
     response = models.JSONField(null=True, blank=True, help_text="The JSON answered to kube-scheduler.")
+    chain_hash = models.CharField(
+        max_length=64,
+        blank=True,
+        editable=False,
+        help_text="sha256(previous call's chain_hash, this call's content): dashboard.services.audit.",
+    )
 
     class Meta:
         ordering = ["started_at", "id"]
 
     def __str__(self) -> str:
         return f"{self.verb} {self.started_at:%H:%M:%S.%f}"
+
+
+class AuditCheckpoint(models.Model):
+    """Where the hash chain resumes after pruning: the last pruned call and its chain hash."""
+
+    last_call_id = models.BigIntegerField(unique=True)
+    chain_hash = models.CharField(max_length=64)
+    pruned_before = models.DateTimeField(help_text="The retention cut-off of the prune that wrote it.")
+    cycles_deleted = models.PositiveIntegerField()
+    calls_deleted = models.PositiveIntegerField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-last_call_id"]
+
+    def __str__(self) -> str:
+        return f"checkpoint at call {self.last_call_id}"
+
+
+class NodeTally(models.Model):
+    """Per-node counts over the retained record, kept by the ingester and the pruner so listing nodes is cheap."""
+
+    node = models.CharField(max_length=253, unique=True)
+    considered = models.PositiveBigIntegerField(default=0, help_text="Filter calls that listed the node.")
+    filtered_out = models.PositiveBigIntegerField(default=0, help_text="Filter calls that excluded it.")
+    placements = models.PositiveBigIntegerField(default=0, help_text="Successful binds to it.")
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["node"]
+
+    def __str__(self) -> str:
+        return self.node

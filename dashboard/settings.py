@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from dashboard.env import env_bool, env_choice, env_float, env_int, env_list, env_str
 
@@ -23,17 +24,27 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "dashboard.apps.DashboardConfig",
+    "dashboard.placements.apps.PlacementsConfig",
+    "dashboard.traffic.apps.TrafficConfig",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Serves the dashboard's vendored JS/CSS from the app itself (no CDN, no separate web server needed).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "dashboard.ui.middleware.ContentSecurityPolicyMiddleware",
 ]
 
 ROOT_URLCONF = "dashboard.urls"
@@ -50,6 +61,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            "libraries": {"schedlens_ui": "dashboard.ui.templatetags.schedlens_ui"},
         },
     },
 ]
@@ -70,6 +82,12 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+# The dashboard's assets are served from the app directories without a collectstatic step (bare checkout).
+WHITENOISE_USE_FINDERS = True
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "ui:history"
+LOGOUT_REDIRECT_URL = "login"
 
 LOGGING = {
     "version": 1,
@@ -78,6 +96,62 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
 }
+
+# --- audit API (dashboard/api) ---------------------------------------------------------------------------
+
+
+def _rate(name: str, default: str) -> str:
+    """A DRF throttle rate such as ``600/minute``; a typo fails at start-up naming the variable."""
+    value = env_str(name, default)
+    number, _, period = value.partition("/")
+    if not number.isdigit() or period[:1] not in {"s", "m", "h", "d"}:
+        raise ImproperlyConfigured(f"{name} must look like 600/minute (per second, minute, hour or day), got {value!r}")
+    return value
+
+
+REST_FRAMEWORK = {
+    # Token first: its WWW-Authenticate header is what makes an anonymous request a 401 rather than a 403.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    # Deny by default: a view readable by anyone but an auditor has to say so.
+    "DEFAULT_PERMISSION_CLASSES": ["dashboard.api.permissions.IsAuditor"],
+    "DEFAULT_THROTTLE_CLASSES": ["dashboard.api.throttling.AnonThrottle", "dashboard.api.throttling.UserThrottle"],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": _rate("SCHEDLENS_API_ANON_RATE", "30/minute"),
+        "user": _rate("SCHEDLENS_API_USER_RATE", "600/minute"),
+        "audit-verify": _rate("SCHEDLENS_API_VERIFY_RATE", "12/hour"),
+    },
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "dashboard.api.exceptions.api_exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "schedlens audit API",
+    "DESCRIPTION": "Read-only access to the scheduling record: cycles, nodes, profiles, explanations, exports "
+    "and the verification of its hash chain. Authenticate with `Authorization: Token <key>` "
+    "(`manage.py create_audit_token <user>`) or a session; the user must be in the `auditor` group.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["dashboard.api.permissions.IsAuditor"],  # the schema and docs too: deny by default
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "SWAGGER_UI_DIST": "SIDECAR",  # assets from drf-spectacular-sidecar, served by the app: no CDN
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "OutcomeEnum": "dashboard.models.Outcome",
+        "NodeModeEnum": "dashboard.models.NodeMode",
+    },
+}
+SCHEDLENS_RETENTION_DAYS = env_int("SCHEDLENS_RETENTION_DAYS", 30)
+"""``prune_cycles`` (and its periodic task) deletes cycles older than this, keeping the hash chain verifiable."""
+SCHEDLENS_EXPORT_CHUNK_SIZE = env_int("SCHEDLENS_EXPORT_CHUNK_SIZE", 2000)
+"""Rows fetched per round trip by the CSV/NDJSON exports: memory stays bounded by this, not by the row count."""
 
 # --- schedlens -------------------------------------------------------------------------------------------
 
@@ -95,9 +169,52 @@ PROMETHEUS_URL = env_str("PROMETHEUS_URL")
 SCHEDLENS_TRAFFIC_REFRESH_SECONDS = env_float("SCHEDLENS_TRAFFIC_REFRESH_SECONDS", 15.0)
 SCHEDLENS_CLUSTER_FILE = env_str("SCHEDLENS_CLUSTER_FILE")
 """A JSON file with nodes and NodeResources objects (the demo cluster); the Kubernetes API otherwise."""
+SCHEDLENS_CLUSTER_SOURCE = env_choice("SCHEDLENS_CLUSTER_SOURCE", "auto", ("auto", "file", "kubernetes", "none"))
+"""Where the verbs' node view comes from. ``auto``: ``SCHEDLENS_CLUSTER_FILE`` if set, else a list + watch node
+cache when a Kubernetes configuration is found (in-cluster or kubeconfig), else none. ``kubernetes`` fails at
+start-up without a configuration instead of running without a node cache."""
+SCHEDLENS_WATCH_TIMEOUT_SECONDS = env_int("SCHEDLENS_WATCH_TIMEOUT_SECONDS", 300)
+"""Server-side length of one watch request (Nodes, NodeResources, pods, events) before it is renewed."""
+SCHEDLENS_SCHEDULER_NAMES = env_list("SCHEDLENS_SCHEDULER_NAMES", ["schedlens-scheduler"])
+"""``watch_placements`` follows pods with these ``spec.schedulerName`` values and their FailedScheduling events."""
 SCHEDLENS_BIND_MODE = env_choice("SCHEDLENS_BIND_MODE", "kubernetes", ("kubernetes", "simulated"))
 """``simulated`` records binds without an API server: for the demo only, never for a real cluster."""
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+SCHEDLENS_TRAFFIC_BACKEND = env_choice("SCHEDLENS_TRAFFIC_BACKEND", "inprocess", ("inprocess", "redis"))
+"""``inprocess``: each web process refreshes its own snapshots (no external service, ``make run``); ``redis``:
+Celery workers refresh one snapshot per query into Redis and every replica reads it (production)."""
+SCHEDLENS_REDIS_PREFIX = env_str("SCHEDLENS_REDIS_PREFIX", "schedlens:")
+SCHEDLENS_REDIS_VERB_TIMEOUT_SECONDS = env_float("SCHEDLENS_REDIS_VERB_TIMEOUT_SECONDS", 0.05)
+"""A verb waits at most this long for Redis, then answers from the snapshot it keeps in process."""
+SCHEDLENS_PROMETHEUS_TIMEOUT_SECONDS = env_float("SCHEDLENS_PROMETHEUS_TIMEOUT_SECONDS", 3.0)
+SCHEDLENS_PROMETHEUS_RETRIES = env_int("SCHEDLENS_PROMETHEUS_RETRIES", 2)
+"""3 attempts of 3 s plus back-off stay under the default 15 s refresh interval."""
+SCHEDLENS_TRAFFIC_INLINE_FALLBACK_SECONDS = env_float("SCHEDLENS_TRAFFIC_INLINE_FALLBACK_SECONDS", 0.0)
+"""``redis`` mode: when > 0, a verb without a usable snapshot asks Prometheus itself with this deadline (at most
+once per refresh interval per process). 0 (default): never; verbs only read snapshots."""
+SCHEDLENS_TRAFFIC_HISTORY_INTERVAL_SECONDS = env_float("SCHEDLENS_TRAFFIC_HISTORY_INTERVAL_SECONDS", 60.0)
+"""Per-node values are kept on one refresh row per interval (traffic over time), not on every row."""
+SCHEDLENS_TRAFFIC_HISTORY_RETENTION_HOURS = env_float("SCHEDLENS_TRAFFIC_HISTORY_RETENTION_HOURS", 48.0)
+SCHEDLENS_TRAFFIC_REFRESH_RETENTION_HOURS = env_float("SCHEDLENS_TRAFFIC_REFRESH_RETENTION_HOURS", 7 * 24.0)
 
 # Verbs read the raw body themselves and enforce SCHEDLENS_MAX_BODY_BYTES with a 413.
 DATA_UPLOAD_MAX_MEMORY_SIZE = None
+
+# --- Celery (traffic prefetch) ----------------------------------------------------------------------------
+# Redis is the broker. Tasks are acknowledged after they ran (acks_late) and given back when a worker dies
+# mid-task, so a refresh is never lost silently; each task sets its own time limits below these defaults.
+CELERY_BROKER_URL = REDIS_URL
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None  # keep reconnecting while Redis is down; refreshes resume after
+CELERY_TASK_DEFAULT_QUEUE = env_str("SCHEDLENS_CELERY_QUEUE", "schedlens")
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_TASK_TIME_LIMIT = 60
+CELERY_TASK_SOFT_TIME_LIMIT = 45
+CELERY_TASK_IGNORE_RESULT = True  # tasks leave rows (TrafficRefresh), not results
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # short tasks, one at a time: a slow refresh never holds others back
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}  # filled from the profiles (dashboard/celery.py)

@@ -1,7 +1,7 @@
 from django.contrib import admin
-from django.urls import path, re_path
+from django.urls import include, path, re_path
 
-from dashboard import health
+from dashboard import health, metrics
 from dashboard.extender import views as extender
 
 urlpatterns = [
@@ -12,5 +12,9 @@ urlpatterns = [
     ),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics.metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
+    path("api/", include("dashboard.api.urls")),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("", include("dashboard.ui.urls")),
 ]

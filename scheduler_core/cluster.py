@@ -132,6 +132,14 @@ class ClusterView(Protocol):
     def node_resources(self, name: str) -> NodeResourcesSpec | None: ...
 
 
+def knows_all_nodes(view: ClusterView) -> bool:
+    """True when ``view`` holds every node of the cluster (a synced node cache): a name it lacks is unknown.
+
+    Views without the ``knows_all_nodes`` property (static, file) make no such claim.
+    """
+    return bool(getattr(view, "knows_all_nodes", False))
+
+
 class StaticCluster:
     """An immutable in-memory cluster view (tests, the simulator, a file)."""
 

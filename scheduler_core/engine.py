@@ -72,7 +72,7 @@ def run_filter(profile: Profile, ctx: CycleContext, nodes: Sequence[NodeInfo]) -
     if traffic_args is not None:
         reading = read_traffic(ctx, traffic_args)
         record.metric_age_seconds = reading.age_seconds
-        record.metric_note = reading.missing_reason
+        record.metric_note = reading.note
         if reading.snapshot is not None:
             values = reading.snapshot.bytes_by_node
             record.traffic_bytes = [values.get(node.name) for node in nodes]
@@ -93,6 +93,7 @@ def run_prioritize(profile: Profile, ctx: CycleContext, nodes: Sequence[NodeInfo
                 weight=scorer.weight,
                 scores=[round(s, 4) for s in scores],
                 raw=[s.raw for s in result.scores] if any(s.raw is not None for s in result.scores) else [],
+                herd_bytes=[s.herd_bytes for s in result.scores] if any(s.herd_bytes for s in result.scores) else [],
                 notes={
                     node.name: s.detail
                     for node, s in zip(nodes, result.scores, strict=True)

@@ -35,6 +35,8 @@ class PluginScores(msgspec.Struct, omit_defaults=True):
     scores: list[float]
     """Normalized 0..100 per node, aligned with ``PrioritizeRecord.nodes``."""
     raw: list[float | None] = msgspec.field(default_factory=list)
+    herd_bytes: list[float] = msgspec.field(default_factory=list)
+    """Bytes assumed on top of ``raw`` per node for its recent binds (aligned with ``nodes``); empty when none."""
     notes: dict[str, str] = msgspec.field(default_factory=dict)
     """Node → why its score is what it is, for nodes that need a word (missing metrics, …)."""
     applicable: bool = True

@@ -6,29 +6,45 @@ Prometheus, the database or Redis: traffic comes from an in-memory view that bac
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import msgspec
 
 from scheduler_core import wire
 from scheduler_core.binding import Binder
-from scheduler_core.cluster import ClusterView, NodeInfo, PodInfo, node_info, pod_info
-from scheduler_core.engine import run_filter, run_prioritize
+from scheduler_core.cluster import ClusterView, NodeInfo, PodInfo, knows_all_nodes, node_info, pod_info
+from scheduler_core.engine import FilterDecision, run_filter, run_prioritize
+from scheduler_core.herd import RecentBinds
 from scheduler_core.plugins import CycleContext
 from scheduler_core.plugins.base import TrafficView
 from scheduler_core.profiles import Profile
-from scheduler_core.record import BindRecord, NodeMode, PreemptRecord, VerbEvent
+from scheduler_core.record import BindRecord, FilterRecord, NodeMode, PluginScores, PreemptRecord, VerbEvent
 
 SERVER_ID = f"{socket.gethostname()}:{os.getpid()}"
+log = logging.getLogger(__name__)
 
 
 class UnknownProfileError(LookupError):
     pass
+
+
+class CycleInputs(Protocol):
+    """Where a verb call's traffic and recent binds come from (e.g. Redis snapshots shared by replicas).
+
+    ``for_call`` runs once per filter/prioritize/preempt call, before any plugin: one read (one Redis round
+    trip) serves every plugin of the call. Neither method may raise or block for long.
+    """
+
+    def for_call(self, profile: Profile, now: float) -> tuple[TrafficView, RecentBinds]: ...
+
+    def record_bind(self, *, node: str, pod: str, at: float) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +71,22 @@ def _echo_marker(name: str) -> msgspec.Raw:
     return msgspec.Raw(wire.encode({"$echoed": name}))
 
 
+UNKNOWN_NODE = "node unknown to schedlens's node cache"
+"""Why a NodeNames entry the synced node cache does not hold fails (no node name in it: counted together)."""
+
+
+def _fail_unknown(decision: FilterDecision, record: FilterRecord, nodes: Sequence[NodeInfo], unknown: set[str]) -> None:
+    """Unknown nodes fail with :data:`UNKNOWN_NODE` alone: plugin verdicts on an empty NodeInfo mean nothing."""
+    decision.passed[:] = [i for i in decision.passed if nodes[i].name not in unknown]
+    record.passed[:] = [name for name in record.passed if name not in unknown]
+    record.unresolvable[:] = [name for name in record.unresolvable if name not in unknown]
+    for name in unknown:
+        decision.unresolvable.pop(name, None)
+        decision.failed[name] = UNKNOWN_NODE
+        record.failures[name] = {"NodeCache": UNKNOWN_NODE}
+        record.details.pop(name, None)
+
+
 class Extender:
     """Serves the verbs for a set of profiles."""
 
@@ -66,12 +98,15 @@ class Extender:
         traffic: TrafficView,
         binder: Binder,
         clock: Callable[[], float] = time.time,
+        inputs: CycleInputs | None = None,
     ) -> None:
         self.profiles = profiles
         self.cluster = cluster
         self.traffic = traffic
         self.binder = binder
         self.clock = clock
+        self.inputs = inputs
+        """When set, replaces ``traffic`` for the verbs and learns of every successful bind (herd effect)."""
 
     # --- shared plumbing ---------------------------------------------------------------------------
 
@@ -119,8 +154,17 @@ class Extender:
         names = args.node_names or []
         return "names", [self.cluster.node(name) or NodeInfo(name) for name in names], []
 
-    def _context(self, pod: PodInfo, now: float) -> CycleContext:
-        return CycleContext(pod=pod, cluster=self.cluster, traffic=self.traffic, now=now)
+    def _unknown(self, mode: NodeMode, nodes: Sequence[NodeInfo]) -> set[str]:
+        """NodeNames entries a node cache that knows every node does not hold (never in full-Nodes mode)."""
+        if mode != "names" or not knows_all_nodes(self.cluster):
+            return set()
+        return {n.name for n in nodes if self.cluster.node(n.name) is None}
+
+    def _context(self, profile: Profile, pod: PodInfo, now: float) -> CycleContext:
+        if self.inputs is None:
+            return CycleContext(pod=pod, cluster=self.cluster, traffic=self.traffic, now=now)
+        traffic, binds = self.inputs.for_call(profile, now)
+        return CycleContext(pod=pod, cluster=self.cluster, traffic=traffic, now=now, binds=binds)
 
     # --- verbs ---------------------------------------------------------------------------------------
 
@@ -134,7 +178,9 @@ class Extender:
         except wire.WireError as exc:
             return self._refuse("filter", profile_name, started, 400, exc)
         pod = pod_info(args.pod)
-        decision, record = run_filter(profile, self._context(pod, started.at), nodes)
+        decision, record = run_filter(profile, self._context(profile, pod, started.at), nodes)
+        if unknown := self._unknown(mode, nodes):
+            _fail_unknown(decision, record, nodes, unknown)
         failed = dict(sorted(decision.failed.items())) or None
         unresolvable = dict(sorted(decision.unresolvable.items())) or None
         if mode == "nodes":
@@ -177,7 +223,14 @@ class Extender:
         except wire.WireError as exc:
             return self._refuse("prioritize", profile_name, started, 400, exc)
         pod = pod_info(args.pod)
-        record = run_prioritize(profile, self._context(pod, started.at), nodes)
+        record = run_prioritize(profile, self._context(profile, pod, started.at), nodes)
+        if unknown := self._unknown(mode, nodes):
+            for i, name in enumerate(record.nodes):
+                if name in unknown:
+                    record.final[i], record.extender[i] = 0.0, 0
+            zero = [0.0] * len(nodes)
+            notes = dict.fromkeys(sorted(unknown), UNKNOWN_NODE)
+            record.plugins.append(PluginScores(name="NodeCache", weight=0, scores=zero, notes=notes, applicable=False))
         answer = wire.encode(
             [wire.HostPriority(host=h, score=s) for h, s in zip(record.nodes, record.extender, strict=True)]
         )
@@ -209,6 +262,12 @@ class Extender:
             if not value:
                 return self._refuse("bind", profile_name, started, 400, wire.WireError("must not be empty", path))
         outcome = self.binder.bind(namespace=args.pod_namespace, name=args.pod_name, uid=args.pod_uid, node=args.node)
+        if outcome.ok and self.inputs is not None:
+            pod_key = args.pod_uid or f"{args.pod_namespace}/{args.pod_name}"
+            try:
+                self.inputs.record_bind(node=args.node, pod=pod_key, at=self.clock())
+            except Exception:  # the pod is bound: a lost herd hint must not turn that into an error
+                log.exception("could not record the bind of %s to %s for the herd estimate", pod_key, args.node)
         # kube-scheduler formats Error with fmt.Errorf: a "%" would be mangled (protocol doc §2.2).
         error = outcome.error.replace("%", " percent")
         answer = wire.encode(wire.ExtenderBindingResult(error=error))
@@ -252,7 +311,9 @@ class Extender:
         pod = pod_info(args.pod)
         names: Sequence[str] = list(meta)
         nodes = [self.cluster.node(name) or NodeInfo(name) for name in names]
-        decision, _ = run_filter(profile, self._context(pod, started.at), nodes)
+        decision, record = run_filter(profile, self._context(profile, pod, started.at), nodes)
+        if unknown := self._unknown("names", nodes):
+            _fail_unknown(decision, record, nodes, unknown)
         kept = [nodes[i].name for i in decision.passed]
         answer = wire.encode(wire.ExtenderPreemptionResult(node_name_to_meta_victims={n: meta[n] for n in kept}))
         mode: NodeMode = "names" if args.node_name_to_meta_victims is not None else "nodes"

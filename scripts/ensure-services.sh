@@ -7,6 +7,8 @@ need_apt=()
 command -v redis-server >/dev/null || need_apt+=(redis-server)
 command -v pg_ctlcluster >/dev/null || need_apt+=(postgresql)
 command -v prometheus >/dev/null && command -v promtool >/dev/null || need_apt+=(prometheus)
+# The dashboard end-to-end tests drive Debian's Chromium (never a browser Playwright downloads).
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)
 if ((${#need_apt[@]})); then
   echo "installing ${need_apt[*]} from Debian packages"
   if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi

@@ -15,6 +15,7 @@ export SCHEDLENS_CONFIG=${SCHEDLENS_CONFIG:-$PWD/deploy/profiles.demo.yaml}
 export SCHEDLENS_BIND_MODE=${SCHEDLENS_BIND_MODE:-simulated}
 
 "$PY" manage.py migrate --noinput
+"$PY" manage.py ensure_demo_user   # demo/demo, refused unless SCHEDLENS_BIND_MODE=simulated
 "$PY" manage.py simulate --nodes "$DEMO_NODES" --write-cluster "$SCHEDLENS_CLUSTER_FILE"
 
 "$VENV/bin/gunicorn" --config python:dashboard.gunicorn_conf dashboard.wsgi:application &
@@ -34,6 +35,7 @@ echo "filling demo history: $DEMO_PODS pods in each node mode"
 echo
 echo "schedlens is serving on http://127.0.0.1:$PORT"
 echo "  extender urlPrefix: http://127.0.0.1:$PORT/extender/default   (profiles: default, gpu-aware)"
+echo "  dashboard:          http://127.0.0.1:$PORT/   (log in as demo / demo)"
 echo "  admin:              http://127.0.0.1:$PORT/admin/   (python manage.py createsuperuser)"
 echo "Ctrl-C stops it."
 wait $server

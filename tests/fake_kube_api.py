@@ -12,6 +12,20 @@ Implemented now:
   409 ``already assigned`` (pods/binding), 409 UID/resourceVersion precondition failed (pods), 404 not found,
   400 name mismatch, 422 missing target.
 
+Collections with list + watch (``FakeKubeAPI.COLLECTIONS``): nodes (``/api/v1/nodes``), pods
+(``/api/v1/pods``, all namespaces), events (``/api/v1/events``) and the cluster-scoped NodeResources objects
+(``/apis/schedlens.io/v1alpha1/noderesources``). Like the API server they share one resourceVersion counter:
+
+* a list answers ``{"kind": "<Kind>List", "metadata": {"resourceVersion"}, "items"}``; ``limit`` pages with a
+  ``continue`` token; ``fieldSelector`` supports ``a.b=v`` / ``a.b!=v`` terms joined by commas;
+* ``?watch=true&resourceVersion=N`` streams every change after N (``ADDED``/``MODIFIED``/``DELETED``, one JSON
+  event per line), ``BOOKMARK`` events queued with :meth:`FakeKubeAPI.bookmark` when ``allowWatchBookmarks``
+  is set, and ends at ``timeoutSeconds``, at :meth:`FakeKubeAPI.close_watches` or when the server stops;
+* :meth:`FakeKubeAPI.expire` compacts history: open watches end and a watch from an older resourceVersion gets
+  the API server's ``ERROR`` event with a 410 ``Expired`` Status, so the client must relist.
+
+Every mutation (``put_node``, ``add_pod``, a binding, ``delete_pod``, ``put_event``, ...) is a watch event.
+
 Fault injection: :meth:`FakeKubeAPI.inject` queues canned responses per (method, path), consumed
 in order before normal handling (e.g. a 429 with ``Retry-After: 0`` once, then a 500 once).
 ``FakeKubeAPI.delay`` slows every request; an injected entry with ``status=None`` only delays and
@@ -26,6 +40,9 @@ chunked body, which is what a watch (``?watch=true``) needs: one JSON event per 
 
 from __future__ import annotations
 
+import base64
+import bisect
+import copy
 import json
 import re
 import threading
@@ -120,6 +137,60 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def _micro_now() -> str:
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
+
+
+@dataclass
+class Collection:
+    """One listable, watchable resource: its objects and the history of changes a watch replays."""
+
+    path: str
+    kind: str
+    api_version: str
+    key: Callable[[JSON], Any]
+    objects: dict[Any, JSON] = field(default_factory=dict)
+    history: list[tuple[int, str, JSON]] = field(default_factory=list)
+    """(resourceVersion, event type, snapshot of the object), oldest first."""
+    oldest_watchable: int = 0
+    """A watch from a resourceVersion below this gets ERROR 410 Expired."""
+    epoch: int = 0
+    """Bumped to end every open watch of this collection."""
+    watches_started: int = 0
+    """Watch streams established so far (see :meth:`FakeKubeAPI.wait_for_watch`)."""
+
+
+def _meta_key(obj: JSON) -> str:
+    return str(obj["metadata"]["name"])
+
+
+def _namespaced_key(obj: JSON) -> tuple[str, str]:
+    meta = obj["metadata"]
+    return (str(meta.get("namespace") or "default"), str(meta["name"]))
+
+
+def _field(obj: JSON, dotted: str) -> str:
+    value: Any = obj
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return "" if value is None else str(value)
+
+
+def field_selector_matches(selector: str, obj: JSON) -> bool:
+    """``a.b=v,c!=w`` (also ``==``), as the API server evaluates a fieldSelector on the fields it supports."""
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        if "!=" in term:
+            path, value = term.split("!=", 1)
+            if _field(obj, path) == value:
+                return False
+        else:
+            path, value = term.replace("==", "=").split("=", 1)
+            if _field(obj, path) != value:
+                return False
+    return True
+
+
 # ----------------------------------------------------------------------------
 # The server
 # ----------------------------------------------------------------------------
@@ -128,9 +199,21 @@ def _now() -> str:
 class FakeKubeAPI:
     """In-memory Kubernetes API answering over real HTTP. Use as a context manager or call start()/stop()."""
 
+    COLLECTIONS = ("nodes", "pods", "events", "noderesources")
+
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.pods: dict[tuple[str, str], JSON] = {}
+        self.changed = threading.Condition(self.lock)
+        """Notified on every change, bookmark, expiry and at stop: open watches wait on it."""
+        self.collections: dict[str, Collection] = {
+            "nodes": Collection("/api/v1/nodes", "Node", "v1", _meta_key),
+            "pods": Collection("/api/v1/pods", "Pod", "v1", _namespaced_key),
+            "events": Collection("/api/v1/events", "Event", "v1", _namespaced_key),
+            "noderesources": Collection(
+                "/apis/schedlens.io/v1alpha1/noderesources", "NodeResources", "schedlens.io/v1alpha1", _meta_key
+            ),
+        }
+        self.pods: dict[tuple[str, str], JSON] = self.collections["pods"].objects
         self.requests: list[RecordedRequest] = []
         self.delay: float = 0.0
         """Seconds every request waits before it is answered."""
@@ -161,6 +244,8 @@ class FakeKubeAPI:
 
     def stop(self) -> None:
         self._stopping.set()  # wakes handlers sleeping in an injected delay
+        with self.changed:
+            self.changed.notify_all()  # and ends open watches
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -191,6 +276,8 @@ class FakeKubeAPI:
         ns_pod = r"/api/v1/namespaces/(?P<namespace>[^/]+)/pods/(?P<name>[^/]+)"
         self.add_route("GET", ns_pod, _get_pod)
         self.add_route("POST", ns_pod + "/binding", _create_binding)
+        for name, collection in self.collections.items():
+            self.add_route("GET", re.escape(collection.path), _list_or_watch(name))
 
     # ----- state -----
 
@@ -228,7 +315,9 @@ class FakeKubeAPI:
         if node_name:
             pod["spec"]["nodeName"] = node_name
         with self.lock:
-            self.pods[(namespace, name)] = pod
+            if (namespace, name) in self.pods:  # a recreated pod: the old one goes first
+                self.delete_pod(name, namespace)
+            self.record_change("pods", "ADDED", pod)
         return pod
 
     def pod(self, name: str, namespace: str = "default") -> JSON | None:
@@ -237,7 +326,140 @@ class FakeKubeAPI:
 
     def delete_pod(self, name: str, namespace: str = "default") -> None:
         with self.lock:
-            self.pods.pop((namespace, name), None)
+            pod = self.pods.get((namespace, name))
+            if pod is not None:
+                self.record_change("pods", "DELETED", pod)
+
+    def set_pod_node(self, name: str, node: str, namespace: str = "default") -> JSON:
+        """What a binding by someone else (kube-scheduler itself) looks like: spec.nodeName set, PodScheduled."""
+        with self.lock:
+            pod = self.pods[(namespace, name)]
+            pod["spec"]["nodeName"] = node
+            _mark_scheduled(pod)
+            self.record_change("pods", "MODIFIED", pod)
+            return pod
+
+    # ----- nodes, NodeResources, events -----
+
+    def put_node(
+        self, name: str, *, labels: dict[str, str] | None = None, images: list[list[str]] | None = None
+    ) -> JSON:
+        """Create or replace a Node (ADDED the first time, MODIFIED after)."""
+        node: JSON = {
+            "kind": "Node",
+            "apiVersion": "v1",
+            "metadata": {
+                "name": name,
+                "uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, name)),
+                "labels": {"kubernetes.io/hostname": name, **(labels or {})},
+                "creationTimestamp": _now(),
+            },
+            "spec": {},
+            "status": {
+                "images": [{"names": names, "sizeBytes": 1000} for names in images or []],
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }
+        with self.lock:
+            existed = name in self.collections["nodes"].objects
+            self.record_change("nodes", "MODIFIED" if existed else "ADDED", node)
+        return node
+
+    def delete_node(self, name: str) -> None:
+        with self.lock:
+            node = self.collections["nodes"].objects.get(name)
+            if node is not None:
+                self.record_change("nodes", "DELETED", node)
+
+    def put_node_resources(
+        self,
+        name: str,
+        *,
+        resources_filter: dict[str, bool] | None = None,
+        resources_score: dict[str, int] | None = None,
+    ) -> JSON:
+        obj: JSON = {
+            "apiVersion": "schedlens.io/v1alpha1",
+            "kind": "NodeResources",
+            "metadata": {"name": name, "uid": str(uuid.uuid4()), "generation": 1, "creationTimestamp": _now()},
+            "spec": {"resourcesFilter": resources_filter or {}, "resourcesScore": resources_score or {}},
+        }
+        with self.lock:
+            existed = name in self.collections["noderesources"].objects
+            self.record_change("noderesources", "MODIFIED" if existed else "ADDED", obj)
+        return obj
+
+    def delete_node_resources(self, name: str) -> None:
+        with self.lock:
+            obj = self.collections["noderesources"].objects.get(name)
+            if obj is not None:
+                self.record_change("noderesources", "DELETED", obj)
+
+    def put_event(self, event: JSON) -> JSON:
+        """Create or update a core/v1 Event (see :func:`failed_scheduling_event`)."""
+        with self.lock:
+            existed = _namespaced_key(event) in self.collections["events"].objects
+            self.record_change("events", "MODIFIED" if existed else "ADDED", event)
+        return event
+
+    # ----- history (what watches replay) -----
+
+    def record_change(self, collection: str, kind: str, obj: JSON) -> None:
+        """Store (or delete) ``obj`` under a new resourceVersion and wake the watches."""
+        with self.changed:
+            store = self.collections[collection]
+            rv = self.next_resource_version()
+            obj["metadata"]["resourceVersion"] = rv
+            if kind == "DELETED":
+                store.objects.pop(store.key(obj), None)
+            else:
+                store.objects[store.key(obj)] = obj
+            store.history.append((int(rv), kind, copy.deepcopy(obj)))
+            self.changed.notify_all()
+
+    def bookmark(self, collection: str) -> str:
+        """Queue a BOOKMARK at the current resourceVersion for watches that allow bookmarks; returns it."""
+        with self.changed:
+            store = self.collections[collection]
+            rv = self._resource_version
+            marker = {"kind": store.kind, "apiVersion": store.api_version, "metadata": {"resourceVersion": str(rv)}}
+            store.history.append((rv, "BOOKMARK", marker))
+            self.changed.notify_all()
+            return str(rv)
+
+    def expire(self, collection: str) -> None:
+        """Compact the history: open watches end, and watching from any resourceVersion seen so far gets 410."""
+        with self.changed:
+            store = self.collections[collection]
+            store.oldest_watchable = int(self.next_resource_version())
+            store.history.clear()
+            store.epoch += 1
+            self.changed.notify_all()
+
+    def close_watches(self, collection: str) -> None:
+        """End the open watches of ``collection`` normally, as the API server does at ``timeoutSeconds``."""
+        with self.changed:
+            self.collections[collection].epoch += 1
+            self.changed.notify_all()
+
+    def wait_for_watch(self, collection: str, count: int = 1, timeout: float = 10.0) -> None:
+        """Block until ``count`` watch streams of ``collection`` have been established.
+
+        A request is recorded before it is served: only after this returns do :meth:`close_watches`,
+        :meth:`expire` and :meth:`bookmark` reach that watch for sure.
+        """
+        store = self.collections[collection]
+        with self.changed:
+            if not self.changed.wait_for(lambda: store.watches_started >= count, timeout):
+                raise AssertionError(f"{store.watches_started} of {count} {collection} watches within {timeout} s")
+
+    def watch_requests(self, collection: str) -> list[RecordedRequest]:
+        path = self.collections[collection].path
+        return [r for r in self.requests_to("GET", path) if _truthy(r.query.get("watch"))]
+
+    def list_requests(self, collection: str) -> list[RecordedRequest]:
+        path = self.collections[collection].path
+        return [r for r in self.requests_to("GET", path) if not _truthy(r.query.get("watch"))]
 
     # ----- faults -----
 
@@ -281,8 +503,22 @@ class FakeKubeAPI:
             return [r for r in self.requests if r.method == method.upper() and r.path == path]
 
     def _record(self, request: RecordedRequest) -> None:
-        with self.lock:
+        with self.changed:
             self.requests.append(request)
+            self.changed.notify_all()
+
+    def wait_for_request(self, predicate: Callable[[RecordedRequest], bool], timeout: float = 10.0) -> RecordedRequest:
+        """Block until a request matching ``predicate`` has arrived (already, or later); fail after ``timeout``."""
+        with self.changed:
+            found: list[RecordedRequest] = []
+
+            def arrived() -> bool:
+                found[:] = [r for r in self.requests if predicate(r)]
+                return bool(found)
+
+            if not self.changed.wait_for(arrived, timeout):
+                raise AssertionError(f"no matching request within {timeout} s")
+            return found[-1]
 
     # ----- dispatch -----
 
@@ -317,6 +553,103 @@ def _get_pod(server: FakeKubeAPI, request: RecordedRequest, match: re.Match[str]
     if pod is None:
         return pods_not_found(match["name"])
     return Response(200, pod)
+
+
+def _mark_scheduled(pod: JSON) -> None:
+    conditions = [c for c in pod["status"].get("conditions", []) if c.get("type") != "PodScheduled"]
+    conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": _now()})
+    pod["status"]["conditions"] = conditions
+
+
+def _truthy(values: list[str] | None) -> bool:
+    return bool(values) and values[0].lower() in {"true", "1"}
+
+
+def _encode_continue(rv: int, offset: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"rv": rv, "start": offset}).encode()).decode()
+
+
+def _list_or_watch(collection: str) -> Handler:
+    def handler(server: FakeKubeAPI, request: RecordedRequest, match: re.Match[str]) -> Response:
+        if _truthy(request.query.get("watch")):
+            return Response(200, chunks=_watch_stream(server, collection, request))
+        return _list(server, collection, request)
+
+    return handler
+
+
+def _list(server: FakeKubeAPI, collection: str, request: RecordedRequest) -> Response:
+    """A consistent list at the current resourceVersion (pages continue from an offset of the current state)."""
+    selector = (request.query.get("fieldSelector") or [""])[0]
+    limit = int((request.query.get("limit") or ["0"])[0] or 0)
+    token = (request.query.get("continue") or [""])[0]
+    with server.lock:
+        store = server.collections[collection]
+        rv = server._resource_version
+        items = [copy.deepcopy(store.objects[k]) for k in sorted(store.objects, key=str)]
+    items = [item for item in items if field_selector_matches(selector, item)]
+    start = 0
+    if token:
+        start = int(json.loads(base64.urlsafe_b64decode(token))["start"])
+    metadata: JSON = {"resourceVersion": str(rv)}
+    if limit and start + limit < len(items):
+        metadata["continue"] = _encode_continue(rv, start + limit)
+        page = items[start : start + limit]
+    else:
+        page = items[start:]
+    return Response(
+        200, {"kind": f"{store.kind}List", "apiVersion": store.api_version, "metadata": metadata, "items": page}
+    )
+
+
+def _watch_stream(server: FakeKubeAPI, collection: str, request: RecordedRequest) -> Iterator[bytes]:
+    store = server.collections[collection]
+    query = request.query
+    selector = (query.get("fieldSelector") or [""])[0]
+    bookmarks = _truthy(query.get("allowWatchBookmarks"))
+    timeout = float((query.get("timeoutSeconds") or ["0"])[0] or 0)
+    deadline = time.monotonic() + timeout if timeout > 0 else None
+    requested = (query.get("resourceVersion") or [""])[0]
+    gone: JSON | None = None
+    with server.lock:
+        epoch = store.epoch
+        initial: list[JSON] = []
+        if requested in ("", "0"):  # "any": the current state as ADDED events, then the changes
+            since = server._resource_version
+            initial = [copy.deepcopy(store.objects[k]) for k in sorted(store.objects, key=str)]
+        else:
+            since = int(requested)
+        if since < store.oldest_watchable:
+            gone = status_body(410, "Expired", f"too old resource version: {since} ({store.oldest_watchable})")
+        # History is ordered by resourceVersion; replay what came after `since`, then follow the tail.
+        position = bisect.bisect_right([entry[0] for entry in store.history], since)
+        store.watches_started += 1
+        server.changed.notify_all()
+    if gone is not None:  # the API server answers 200 and then this one ERROR event
+        yield _event_line("ERROR", gone)
+        return
+    for obj in initial:
+        if field_selector_matches(selector, obj):
+            yield _event_line("ADDED", obj)
+    while True:
+        with server.changed:
+            while position >= len(store.history):
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if store.epoch != epoch or server._stopping.is_set() or (remaining is not None and remaining <= 0):
+                    return
+                server.changed.wait(remaining)
+            # What was queued before a close (a bookmark, say) still goes out; the next turn ends the stream.
+            pending = store.history[position:]
+            position = len(store.history)
+        for _, kind, obj in pending:
+            if kind == "BOOKMARK" and not bookmarks:
+                continue
+            if kind == "BOOKMARK" or field_selector_matches(selector, obj):
+                yield _event_line(kind, obj)
+
+
+def _event_line(kind: str, obj: JSON) -> bytes:
+    return json.dumps({"type": kind, "object": obj}).encode() + b"\n"
 
 
 def _conflict(resource: str, name: str, cause: str) -> Response:
@@ -381,12 +714,8 @@ def _create_binding(server: FakeKubeAPI, request: RecordedRequest, match: re.Mat
                 "pods/binding", name, f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"'
             )
         pod["spec"]["nodeName"] = node
-        pod_meta["resourceVersion"] = server.next_resource_version()
-        conditions = [c for c in pod["status"].get("conditions", []) if c.get("type") != "PodScheduled"]
-        conditions.append(
-            {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": _now()}
-        )
-        pod["status"]["conditions"] = conditions
+        _mark_scheduled(pod)
+        server.record_change("pods", "MODIFIED", pod)
     success = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
     return Response(201, success)
 
@@ -466,6 +795,52 @@ def watch_events(events: Iterable[tuple[str, JSON]]) -> Iterator[bytes]:
     """(type, object) pairs as a watch stream, one JSON event per line, for ``Response(chunks=...)``."""
     for kind, obj in events:
         yield json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+
+
+def failed_scheduling_event(
+    pod: JSON,
+    message: str,
+    *,
+    scheduler_name: str = "schedlens-scheduler",
+    count: int = 1,
+    name: str | None = None,
+) -> JSON:
+    """A core/v1 view of the Event kube-scheduler (events.k8s.io/v1 recorder) writes when a cycle fails.
+
+    ``count`` > 1 is a repeat: the events library keeps one Event and bumps ``series``.
+    """
+    meta = pod["metadata"]
+    event: JSON = {
+        "kind": "Event",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": name or f"{meta['name']}.{uuid.uuid4().hex[:16]}",
+            "namespace": meta["namespace"],
+            "uid": str(uuid.uuid4()),
+            "creationTimestamp": _now(),
+        },
+        "involvedObject": {
+            "kind": "Pod",
+            "namespace": meta["namespace"],
+            "name": meta["name"],
+            "uid": meta["uid"],
+            "apiVersion": "v1",
+            "resourceVersion": meta.get("resourceVersion", ""),
+        },
+        "reason": "FailedScheduling",
+        "message": message,
+        "source": {},
+        "firstTimestamp": None,
+        "lastTimestamp": None,
+        "type": "Warning",
+        "eventTime": _micro_now(),
+        "action": "Scheduling",
+        "reportingComponent": scheduler_name,
+        "reportingInstance": f"{scheduler_name}-7c9d8f6b5-abcde",
+    }
+    if count > 1:
+        event["series"] = {"count": count, "lastObservedTime": _micro_now()}
+    return event
 
 
 # ----------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -21,9 +22,11 @@ def free_port() -> int:
 
 
 class LiveServer:
-    def __init__(self, env: dict[str, str], *, workers: int = 1) -> None:
+    def __init__(self, env: dict[str, str], *, workers: int = 1, ssl_context: ssl.SSLContext | None = None) -> None:
+        """``ssl_context``: the server is started with TLS (by ``env``); the client side used to probe it."""
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.ssl_context = ssl_context
+        self.url = f"{'https' if ssl_context else 'http'}://127.0.0.1:{self.port}"
         full_env = {**os.environ, **env, "PORT": str(self.port), "WEB_WORKERS": str(workers)}
         gunicorn = Path(sys.executable).with_name("gunicorn")
         self.process = subprocess.Popen(
@@ -42,7 +45,7 @@ class LiveServer:
                 output = self.process.stdout.read().decode(errors="replace") if self.process.stdout else ""
                 raise RuntimeError(f"schedlens exited with {self.process.returncode}:\n{output}")
             try:
-                with urllib.request.urlopen(f"{self.url}/readyz", timeout=1) as response:
+                with urllib.request.urlopen(f"{self.url}/readyz", timeout=1, context=self.ssl_context) as response:
                     if response.status == 200:
                         return
             except (urllib.error.URLError, ConnectionError, TimeoutError):

@@ -13,9 +13,11 @@ import time
 from pathlib import Path
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections
 
 from dashboard.spool import Spool
+from dashboard.traffic.view import build_inputs
 from scheduler_core.binding import Binder, SimulatedBinder, UnconfiguredBinder
 from scheduler_core.cluster import ClusterView, FileCluster, StaticCluster
 from scheduler_core.profiles import Profile, load_profiles
@@ -34,8 +36,27 @@ def load_runtime_profiles() -> dict[str, Profile]:
 
 
 def _cluster() -> ClusterView:
-    if settings.SCHEDLENS_CLUSTER_FILE:
+    """The node view (SCHEDLENS_CLUSTER_SOURCE): the demo file, a watching node cache, or nothing."""
+    source = settings.SCHEDLENS_CLUSTER_SOURCE
+    if source == "file" or (source == "auto" and settings.SCHEDLENS_CLUSTER_FILE):
+        if not settings.SCHEDLENS_CLUSTER_FILE:
+            raise ImproperlyConfigured("SCHEDLENS_CLUSTER_SOURCE=file needs SCHEDLENS_CLUSTER_FILE")
         return FileCluster(settings.SCHEDLENS_CLUSTER_FILE)
+    if source in ("auto", "kubernetes"):
+        from scheduler_core.kube_api import load_api_client
+        from scheduler_core.kube_cache import KubernetesCluster
+
+        client = load_api_client()
+        if client is not None:
+            # Started here, in the process that serves the verbs (after gunicorn's fork); /readyz stays 503 until
+            # the first lists are in.
+            timeout = settings.SCHEDLENS_WATCH_TIMEOUT_SECONDS
+            return KubernetesCluster.from_api_client(client, watch_timeout_seconds=timeout).start()
+        if source == "kubernetes":
+            raise ImproperlyConfigured(
+                "SCHEDLENS_CLUSTER_SOURCE=kubernetes but no Kubernetes configuration was found "
+                "(not in a cluster, no KUBECONFIG, no ~/.kube/config)"
+            )
     return StaticCluster()
 
 
@@ -55,7 +76,12 @@ class Runtime:
         self.traffic = TrafficStore()
         self.spool = Spool(settings.SCHEDLENS_SPOOL_DIR)
         self.extender = Extender(self.profiles, cluster=self.cluster, traffic=self.traffic, binder=_binder())
+        # Where verbs read traffic and recent binds (herd effect): Redis snapshots refreshed by Celery workers
+        # (SCHEDLENS_TRAFFIC_BACKEND=redis), or this process's own store and refresher thread (inprocess).
+        self.inputs = self.extender.inputs = build_inputs(self.profiles, local_traffic=lambda: self.extender.traffic)
         queries = {q for p in self.profiles.values() for q in p.traffic_queries()}
+        if settings.SCHEDLENS_TRAFFIC_BACKEND == "redis":
+            queries = set()  # the workers refresh; this process only reads
         self.refresher = BackgroundRefresher(
             self.traffic, self._source_for, queries, interval=settings.SCHEDLENS_TRAFFIC_REFRESH_SECONDS
         )

@@ -7,12 +7,14 @@ the local spool; an ingester moves it to the database.
 from __future__ import annotations
 
 import logging
+import time
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from dashboard import metrics
 from dashboard.extender.runtime import get_runtime
 from scheduler_core import wire
 from scheduler_core.record import encode_event
@@ -48,6 +50,7 @@ def _read_body(request: HttpRequest) -> bytes | HttpResponse:
 @csrf_exempt
 @require_POST
 def verb(request: HttpRequest, profile: str, verb: str) -> HttpResponse:
+    started = time.perf_counter()
     body = _read_body(request)
     if isinstance(body, HttpResponse):
         return body
@@ -66,5 +69,11 @@ def verb(request: HttpRequest, profile: str, verb: str) -> HttpResponse:
         # The spool is the record's only home until ingest: failing here fails the call, so kube-scheduler
         # (or its `ignorable` setting) decides, rather than placing a pod nobody can explain.
         log.exception("could not append the %s record to the spool", verb)
-        return _json_error(503, "schedlens could not record this call (spool unavailable)")
+        result = VerbResult(
+            503, wire.encode({"error": "schedlens could not record this call (spool unavailable)"}), result.event
+        )
+    seconds = time.perf_counter() - started
+    metrics.observe_verb(
+        verb=verb, profile=profile, known=profile in runtime.profiles, status=result.status, seconds=seconds
+    )
     return HttpResponse(result.body, status=result.status, content_type=JSON)

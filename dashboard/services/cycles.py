@@ -17,6 +17,7 @@ import msgspec
 from django.db import connection, transaction
 
 from dashboard.models import NodeMode, Outcome, SchedulingCycle, VerbCall
+from dashboard.services.audit import audit_chain_open
 from dashboard.spool import Spool
 from scheduler_core.record import VerbEvent, decode_event
 
@@ -83,6 +84,8 @@ def _summarize(cycle: SchedulingCycle, calls: Sequence[VerbCall]) -> None:
         cycle.feasible_count = len(filter_record.get("passed", []))
     elif prioritize_record is not None:
         cycle.candidate_count = len(prioritize_record.get("nodes", []))
+    candidates = (filter_record or prioritize_record or {}).get("nodes", [])
+    cycle.candidate_nodes = f"|{'|'.join(candidates)}|" if candidates else ""  # read by dashboard.filters
     cycle.preferred_node = ""
     if prioritize_record is not None and prioritize_record.get("nodes"):
         scores = prioritize_record["final"]
@@ -108,6 +111,8 @@ def cycles_ingest_events(*, events: Iterable[VerbEvent]) -> int:
     if not ordered:
         return 0
     with transaction.atomic():
+        # Taken first: serializes ingesters, so the hash chain follows id order (dashboard.services.audit).
+        chain = audit_chain_open()
         if connection.vendor == "postgresql":
             # Replicas ingest concurrently: serialize per pod so two of them cannot both open a cycle.
             with connection.cursor() as cursor:
@@ -135,7 +140,7 @@ def cycles_ingest_events(*, events: Iterable[VerbEvent]) -> int:
                 cycle.save()
             if event.pod_name and not cycle.pod_name:
                 cycle.pod_namespace, cycle.pod_name = event.pod_namespace, event.pod_name
-            VerbCall.objects.create(
+            call = VerbCall(
                 cycle=cycle,
                 event_id=event.event_id,
                 verb=event.verb,
@@ -147,9 +152,11 @@ def cycles_ingest_events(*, events: Iterable[VerbEvent]) -> int:
                 record=_record_of(event),
                 response=msgspec.json.decode(event.response),
             )
+            chain.append(call)  # saves it, sealed into the hash chain
             _summarize(cycle, list(cycle.calls.all()))
             cycle.save()
             added += 1
+        chain.close()
     return added
 
 

@@ -10,6 +10,7 @@ from typing import ClassVar, Protocol
 import msgspec
 
 from scheduler_core.cluster import ClusterView, NodeInfo, PodInfo
+from scheduler_core.herd import NO_BINDS, RecentBinds
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
 
 NEUTRAL_SCORE = 50.0
@@ -46,6 +47,8 @@ class NodeScore:
     raw: float | None = None
     """The plugin's raw input for this node (bytes for traffic), when it has one."""
     detail: str = ""
+    herd_bytes: float = 0.0
+    """Bytes assumed on top of ``raw`` for pods bound since the snapshot (see ``scheduler_core.herd``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +74,8 @@ class CycleContext:
     cluster: ClusterView
     traffic: TrafficView
     now: float = field(default_factory=time.time)
+    binds: RecentBinds = NO_BINDS
+    """Recent binds per node, read once per verb call, for the herd-effect estimate."""
 
 
 class FilterPlugin(Protocol):

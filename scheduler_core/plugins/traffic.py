@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from scheduler_core.cluster import NodeInfo
+from scheduler_core.herd import HerdEstimator
 from scheduler_core.plugins.base import (
     NEUTRAL_SCORE,
     PASS,
@@ -34,6 +35,10 @@ class TrafficArgs(PluginArgs):
     query_mode: Literal["increase", "sum_over_time"] = "increase"
     max_staleness_seconds: float = 120.0
     """Older snapshots count as missing: scheduling on minutes-old traffic is worse than not using it."""
+    missing_policy: Literal["neutral", "fail"] = "neutral"
+    """A node without usable metrics (no series, no snapshot, or one older than ``maxStalenessSeconds``):
+    ``neutral`` scores it 50 and lets it pass the threshold, so a Prometheus outage never makes the cluster
+    unschedulable; ``fail`` scores it 0 and fails it in ``TrafficThreshold`` (an unmeasured node may be saturated)."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.time_range_in_minutes <= 1440:
@@ -45,6 +50,10 @@ class TrafficArgs(PluginArgs):
         if self.max_staleness_seconds <= 0:
             raise ValueError("maxStalenessSeconds must be positive")
 
+    @property
+    def fail_missing(self) -> bool:
+        return self.missing_policy == "fail"
+
     def query(self) -> TrafficQuery:
         return TrafficQuery(
             address=self.address,
@@ -55,16 +64,37 @@ class TrafficArgs(PluginArgs):
         )
 
 
+class NetworkTrafficArgs(TrafficArgs):
+    assumed_bytes_per_pod: float = 300_000_000.0
+    """Bytes (over the query window, like the raw figures) a freshly bound pod is assumed to add to its node
+    until a refresh measures it: 1 MB/s for the default 5 minutes. A saturated gigabit link (125 MB/s) shared by
+    the kubelet's default 110 pods is ~1.1 MB/s per pod. 0 turns the herd mitigation off."""
+    herd_decay_seconds: float = 0.0
+    """How long a bind weighs on its node, decaying linearly; 0 means one traffic refresh interval."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.assumed_bytes_per_pod < 0:
+            raise ValueError("assumedBytesPerPod must not be negative")
+        if self.herd_decay_seconds < 0:
+            raise ValueError("herdDecaySeconds must not be negative")
+
+
 class TrafficThresholdArgs(TrafficArgs):
     max_bytes_per_second: float = 125_000_000.0
     """A saturated gigabit link: a node receiving more than this is busy enough to avoid outright."""
     fail_on_missing: bool = False
-    """Missing metrics pass by default so a Prometheus outage does not make the cluster unschedulable."""
+    """Missing metrics pass by default so a Prometheus outage does not make the cluster unschedulable.
+    ``true`` is the same as ``missingPolicy: fail``."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.max_bytes_per_second <= 0:
             raise ValueError("maxBytesPerSecond must be positive")
+
+    @property
+    def fail_missing(self) -> bool:
+        return self.fail_on_missing or self.missing_policy == "fail"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,46 +104,72 @@ class TrafficReading:
     snapshot: TrafficSnapshot | None
     missing_reason: str
     age_seconds: float | None
+    error: str = ""
+    """Why the data may be older than expected (the last refresh failed, Redis was unreachable, …)."""
+
+    @property
+    def note(self) -> str:
+        """The explanation kept in the record: why data is missing, and what went wrong getting it."""
+        return "; ".join(part for part in (self.missing_reason, self.error) if part)
 
 
 def read_traffic(ctx: CycleContext, args: TrafficArgs) -> TrafficReading:
     snapshot = ctx.traffic.latest(args.query())
     if snapshot is None:
         return TrafficReading(None, "no traffic data yet", None)
+    if snapshot.fetched_at <= 0:  # a source that never answered: only its error is known
+        return TrafficReading(None, "no traffic data yet", None, snapshot.error)
     age = snapshot.age_seconds(ctx.now)
     if age > args.max_staleness_seconds:
-        return TrafficReading(None, "metrics stale", age)
-    return TrafficReading(snapshot, "", age)
+        return TrafficReading(None, "metrics stale", age, snapshot.error)
+    return TrafficReading(snapshot, "", age, snapshot.error)
 
 
 class NetworkTraffic:
     """Less traffic, higher score: 100 − raw·100/max over the candidates (all zero → 100 each)."""
 
     name: ClassVar[str] = "NetworkTraffic"
-    args_type: ClassVar[type[PluginArgs]] = TrafficArgs
+    args_type: ClassVar[type[PluginArgs]] = NetworkTrafficArgs
 
-    def __init__(self, args: TrafficArgs) -> None:
+    def __init__(self, args: NetworkTrafficArgs) -> None:
         self.args = args
 
     def score(self, ctx: CycleContext, nodes: Sequence[NodeInfo]) -> ScoreResult:
         reading = read_traffic(ctx, self.args)
+        missing_score = 0.0 if self.args.fail_missing else NEUTRAL_SCORE
         if reading.snapshot is None:
-            neutral = NodeScore(NEUTRAL_SCORE, None, reading.missing_reason)
-            return ScoreResult(
-                [neutral] * len(nodes), note=reading.missing_reason, metric_age_seconds=reading.age_seconds
-            )
+            missing_all = NodeScore(missing_score, None, reading.missing_reason)
+            return ScoreResult([missing_all] * len(nodes), note=reading.note, metric_age_seconds=reading.age_seconds)
         values = reading.snapshot.bytes_by_node
         raws = [values.get(node.name) for node in nodes]
-        highest = max((raw for raw in raws if raw is not None), default=0.0)
-        # Per-node text is left to the explanation (it has ``raw``): formatting 1000 strings per call is
-        # the single largest cost of a large prioritize.
-        missing = NodeScore(NEUTRAL_SCORE, None, "no traffic series for node")
-        if highest <= 0:
-            scores = [missing if raw is None else NodeScore(100.0, raw) for raw in raws]
-        else:
-            factor = 100.0 / highest
-            scores = [missing if raw is None else NodeScore(100.0 - raw * factor, raw) for raw in raws]
-        return ScoreResult(scores, metric_age_seconds=reading.age_seconds)
+        herd = HerdEstimator(
+            self.args.assumed_bytes_per_pod, self.args.herd_decay_seconds or ctx.binds.default_decay_seconds
+        )
+        bound = ctx.binds.by_node
+        # Per-node herd bytes only for nodes with recent binds (few): the loop stays lean at 1000 nodes.
+        extras = {
+            i: herd.extra_bytes(bound[node.name], ctx.now)
+            for i, node in enumerate(nodes)
+            if herd.enabled and node.name in bound and raws[i] is not None
+        }
+        effective = list(raws)
+        for i, extra in extras.items():
+            effective[i] = (raws[i] or 0.0) + extra
+        highest = max((value for value in effective if value is not None), default=0.0)
+        # Per-node text is left to the explanation (it has ``raw`` and ``herd_bytes``): formatting 1000
+        # strings per call is the single largest cost of a large prioritize.
+        missing = NodeScore(missing_score, None, "no traffic series for node")
+        factor = 100.0 / highest if highest > 0 else 0.0
+        scores = [
+            missing if value is None else NodeScore(100.0 - value * factor, raw)
+            for value, raw in zip(effective, raws, strict=True)
+        ]
+        for i, extra in extras.items():
+            scores[i] = NodeScore(scores[i].score, raws[i], herd_bytes=extra)
+        note = reading.note
+        if herd.enabled and ctx.binds.note:
+            note = "; ".join(part for part in (note, ctx.binds.note) if part)
+        return ScoreResult(scores, note=note, metric_age_seconds=reading.age_seconds)
 
 
 class TrafficThreshold:
@@ -130,7 +186,7 @@ class TrafficThreshold:
 
     def filter(self, ctx: CycleContext, nodes: Sequence[NodeInfo]) -> Sequence[Verdict]:
         reading = read_traffic(ctx, self.args)
-        fail_missing = self.args.fail_on_missing
+        fail_missing = self.args.fail_missing
         if reading.snapshot is None:
             if fail_missing:
                 return [Verdict(f"traffic metrics unavailable: {reading.missing_reason}")] * len(nodes)

@@ -1,0 +1,201 @@
+"""Output shapes of the audit API (read-only: no serializer here ever saves)."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from dashboard.api.selectors import cycle_explanation
+from dashboard.models import NodeTally, SchedulingCycle, VerbCall
+
+# --- explanation (mirrors scheduler_core.explain) ---------------------------------------------------
+
+
+class FilterVerdictSerializer(serializers.Serializer[Any]):
+    plugin = serializers.CharField()
+    reason = serializers.CharField()
+    detail = serializers.CharField()
+
+
+class ScoreTermSerializer(serializers.Serializer[Any]):
+    plugin = serializers.CharField()
+    weight = serializers.IntegerField()
+    applicable = serializers.BooleanField()
+    normalized = serializers.FloatField(help_text="The plugin's 0..100 score for the node.")
+    weighted = serializers.FloatField(help_text="normalized × weight.")
+    contribution = serializers.FloatField(help_text="Points added to the final score (weighted / sum of weights).")
+    raw = serializers.FloatField(allow_null=True, help_text="The plugin's input (bytes for NetworkTraffic).")
+    note = serializers.CharField()
+
+
+class NodeExplanationSerializer(serializers.Serializer[Any]):
+    node = serializers.CharField()
+    passed = serializers.BooleanField(allow_null=True, help_text="Null when no filter call was recorded.")
+    unresolvable = serializers.BooleanField()
+    verdicts = FilterVerdictSerializer(many=True, help_text="Failing filter plugins and their reasons.")
+    traffic_bytes = serializers.FloatField(allow_null=True)
+    terms = ScoreTermSerializer(many=True)
+    final_score = serializers.FloatField(allow_null=True, help_text="0..100.")
+    extender_score = serializers.IntegerField(allow_null=True, help_text="0..10, as answered to kube-scheduler.")
+    rank = serializers.IntegerField(allow_null=True)
+
+
+class ExplanationSerializer(serializers.Serializer[Any]):
+    chosen_node = serializers.CharField()
+    preferred_node = serializers.CharField()
+    runner_up = serializers.CharField()
+    margin = serializers.FloatField(allow_null=True)
+    candidate_count = serializers.IntegerField()
+    excluded_count = serializers.IntegerField()
+    metric_age_seconds = serializers.FloatField(allow_null=True)
+    metric_note = serializers.CharField()
+    traffic_window_minutes = serializers.IntegerField(
+        allow_null=True, help_text="From the profile's current configuration: the record does not carry it."
+    )
+    nodes = NodeExplanationSerializer(many=True)
+    summary = serializers.CharField()
+
+
+# --- cycles -----------------------------------------------------------------------------------------
+
+
+class CycleSerializer(serializers.HyperlinkedModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:cycle-detail")
+
+    class Meta:
+        model = SchedulingCycle
+        fields = [
+            "id",
+            "url",
+            "pod_namespace",
+            "pod_name",
+            "pod_uid",
+            "profile",
+            "node_mode",
+            "started_at",
+            "finished_at",
+            "outcome",
+            "chosen_node",
+            "preferred_node",
+            "candidate_count",
+            "feasible_count",
+            "filter_ms",
+            "prioritize_ms",
+            "bind_ms",
+            "preempt_ms",
+            "metric_age_seconds",
+            "error",
+        ]
+        read_only_fields = fields
+
+
+class VerbCallSerializer(serializers.ModelSerializer[VerbCall]):
+    record = serializers.JSONField(
+        help_text="The plugins' verdicts and scores, one list per quantity aligned with nodes."
+    )
+    response = serializers.JSONField(allow_null=True, help_text="The JSON answered to kube-scheduler.")
+
+    class Meta:
+        model = VerbCall
+        fields = [
+            "id",
+            "event_id",
+            "verb",
+            "started_at",
+            "duration_ms",
+            "http_status",
+            "error",
+            "server",
+            "record",
+            "response",
+            "chain_hash",
+        ]
+        read_only_fields = fields
+
+
+class CycleDetailSerializer(CycleSerializer):
+    calls = VerbCallSerializer(many=True, read_only=True)
+    explanation = serializers.SerializerMethodField()
+
+    class Meta(CycleSerializer.Meta):
+        fields = [*CycleSerializer.Meta.fields, "calls", "explanation"]
+        read_only_fields = fields
+
+    @extend_schema_field(ExplanationSerializer)
+    def get_explanation(self, cycle: SchedulingCycle) -> dict[str, Any]:
+        return dict(ExplanationSerializer(cycle_explanation(cycle=cycle)).data)
+
+
+class WhySerializer(serializers.Serializer[Any]):
+    cycle = CycleSerializer()
+    explanation = ExplanationSerializer()
+
+
+class WhyQuerySerializer(serializers.Serializer[Any]):
+    namespace = serializers.CharField(required=False, max_length=253)
+    name = serializers.CharField(required=False, max_length=253)
+    pod_uid = serializers.CharField(required=False, max_length=64)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("pod_uid"):
+            if attrs.get("namespace") or attrs.get("name"):
+                raise serializers.ValidationError({"pod_uid": "give either pod_uid or namespace and name, not both"})
+            return attrs
+        if not attrs.get("namespace") or not attrs.get("name"):
+            field = "name" if attrs.get("namespace") else "namespace"
+            raise serializers.ValidationError({field: "give namespace and name, or pod_uid"})
+        return attrs
+
+
+# --- nodes, profiles, verification ------------------------------------------------------------------
+
+
+class NodeSerializer(serializers.ModelSerializer[NodeTally]):
+    cycles = serializers.SerializerMethodField(help_text="The cycles that considered this node.")
+
+    class Meta:
+        model = NodeTally
+        fields = ["node", "considered", "filtered_out", "placements", "last_seen_at", "cycles"]
+        read_only_fields = fields
+
+    def get_cycles(self, tally: NodeTally) -> str:
+        path = f"{reverse('api:cycle-list')}?{urlencode({'node_considered': tally.node})}"
+        request = self.context.get("request")
+        return request.build_absolute_uri(path) if request is not None else path
+
+
+class ScorePluginSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    weight = serializers.IntegerField()
+
+
+class ProfileSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    filter = serializers.ListField(child=serializers.CharField(), help_text="Filter plugins, in order.")
+    score = ScorePluginSerializer(many=True)
+    pluginConfig = serializers.DictField(  # the key operators know from KubeSchedulerConfiguration
+        child=serializers.DictField(), help_text="Effective args per plugin; secrets are masked as ***."
+    )
+
+
+class ChainReportSerializer(serializers.Serializer[Any]):
+    ok = serializers.BooleanField()
+    checked = serializers.IntegerField(help_text="Calls whose link was recomputed.")
+    first_broken_id = serializers.IntegerField(allow_null=True, help_text="The first call that does not verify.")
+    reason = serializers.CharField()
+    start_after_id = serializers.IntegerField(
+        allow_null=True, help_text="Verification started after this call (the prune checkpoint's, or after_id)."
+    )
+    start_hash = serializers.CharField()
+    head_id = serializers.IntegerField(allow_null=True, help_text="The last call checked.")
+    head_hash = serializers.CharField(help_text="Keep it outside the database to anchor the chain.")
+
+
+class VerifyQuerySerializer(serializers.Serializer[Any]):
+    after_id = serializers.IntegerField(
+        required=False, min_value=0, max_value=2**63 - 1, help_text="Verify only the calls after this one."
+    )

@@ -1,0 +1,27 @@
+"""``/api/v1/…`` (the audit API), ``/api/schema/`` (OpenAPI 3) and ``/api/docs/`` (Swagger UI, local assets)."""
+
+from __future__ import annotations
+
+from django.urls import include, path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import SimpleRouter
+
+from dashboard.api import views
+
+app_name = "api"
+
+router = SimpleRouter()
+router.register("cycles", views.CycleViewSet, basename="cycle")
+router.register("nodes", views.NodeViewSet, basename="node")
+router.register("profiles", views.ProfileViewSet, basename="profile")
+
+urlpatterns = [
+    path("v1/cycles/export.csv", views.CycleCsvExport.as_view({"get": "export"}), name="cycle-export-csv"),
+    path("v1/cycles/export.ndjson", views.CycleNdjsonExport.as_view({"get": "export"}), name="cycle-export-ndjson"),
+    path("v1/why/", views.WhyView.as_view(), name="why"),
+    path("v1/audit/verify", views.AuditVerifyView.as_view(), name="audit-verify"),
+    path("v1/", include(router.urls)),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    re_path(r"^", views.api_not_found, name="not-found"),
+]

@@ -1,0 +1,272 @@
+"""Read-only views of the audit API: parse, call a selector or service, serialize.
+
+Every viewset is a ``ReadOnlyModelViewSet`` or answers GET only, so a write is a 405 for everyone who may
+read (and a 401/403 for everyone else); ``tests/api/test_auth.py`` checks every route.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from django.conf import settings
+from django.db.models import QuerySet
+from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import status
+from rest_framework.exceptions import APIException, NotFound, ValidationError
+from rest_framework.filters import OrderingFilter
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+from rest_framework.viewsets import GenericViewSet, ReadOnlyModelViewSet, ViewSet
+
+from dashboard.api import exports, selectors
+from dashboard.api.exceptions import ErrorSerializer
+from dashboard.api.pagination import CycleCursorPagination, NodePagination
+from dashboard.api.serializers import (
+    ChainReportSerializer,
+    CycleDetailSerializer,
+    CycleSerializer,
+    ExplanationSerializer,
+    NodeSerializer,
+    ProfileSerializer,
+    VerifyQuerySerializer,
+    WhyQuerySerializer,
+    WhySerializer,
+)
+from dashboard.api.throttling import ScopedThrottle
+from dashboard.filters import CycleFilterSet, NodeFilterSet
+from dashboard.models import NodeTally, SchedulingCycle, VerbCall
+from dashboard.services.audit import audit_chain_verify
+
+ERRORS = {
+    400: OpenApiResponse(ErrorSerializer, description="A query parameter was refused (named in `field`)."),
+    401: OpenApiResponse(ErrorSerializer, description="No or bad credentials."),
+    403: OpenApiResponse(ErrorSerializer, description="Not in the auditor group."),
+    429: OpenApiResponse(ErrorSerializer, description="Throttled; see Retry-After."),
+}
+NOT_FOUND = {404: OpenApiResponse(ErrorSerializer, description="No such object.")}
+
+
+class ProfilesUnavailable(APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "the profiles configuration cannot be read"
+
+
+# --- cycles -----------------------------------------------------------------------------------------
+
+
+@extend_schema_view(
+    list=extend_schema(summary="Scheduling cycles, newest first", responses={200: CycleSerializer, **ERRORS}),
+    retrieve=extend_schema(
+        summary="One cycle with its calls (per-node verdicts and scores) and its explanation",
+        responses={200: CycleDetailSerializer, **ERRORS, **NOT_FOUND},
+    ),
+)
+class CycleViewSet(ReadOnlyModelViewSet[SchedulingCycle]):
+    filterset_class = CycleFilterSet
+    pagination_class = CycleCursorPagination
+
+    def get_queryset(self) -> QuerySet[SchedulingCycle]:
+        return selectors.cycle_with_calls() if self.action == "retrieve" else selectors.cycle_list()
+
+    def get_serializer_class(self) -> type[CycleSerializer]:
+        return CycleDetailSerializer if self.action == "retrieve" else CycleSerializer
+
+
+class _FirstRenderer(BaseContentNegotiation):
+    """Exports answer their own media type whatever ``Accept`` says; errors are JSON."""
+
+    def select_parser(self, request: Request, parsers: list[Any]) -> Any:
+        return parsers[0] if parsers else None
+
+    def select_renderer(
+        self, request: Request, renderers: list[BaseRenderer], format_suffix: str | None = None
+    ) -> tuple[BaseRenderer, str]:
+        return renderers[0], str(renderers[0].media_type)
+
+
+class _CycleExport(GenericViewSet[SchedulingCycle]):
+    """Every cycle the filters match, oldest first, streamed."""
+
+    filterset_class = CycleFilterSet
+    pagination_class = None
+    renderer_classes = [JSONRenderer]
+    content_negotiation_class = _FirstRenderer
+    media_type: ClassVar[str]
+    suffix: ClassVar[str]
+
+    def get_queryset(self) -> QuerySet[SchedulingCycle]:
+        return selectors.cycle_export_queryset()
+
+    def _stream(self, queryset: QuerySet[SchedulingCycle]) -> Any:
+        raise NotImplementedError
+
+    def export(self, request: Request) -> StreamingHttpResponse:
+        queryset = self.filter_queryset(self.get_queryset())
+        response = StreamingHttpResponse(self._stream(queryset), content_type=self.media_type)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        response["Content-Disposition"] = f'attachment; filename="schedlens-cycles-{stamp}.{self.suffix}"'
+        return response
+
+
+class CycleCsvExport(_CycleExport):
+    media_type = "text/csv; charset=utf-8"
+    suffix = "csv"
+
+    def _stream(self, queryset: QuerySet[SchedulingCycle]) -> Any:
+        return exports.cycles_csv(queryset, chunk_size=settings.SCHEDLENS_EXPORT_CHUNK_SIZE)
+
+    @extend_schema(
+        operation_id="cycles_export_csv",
+        filters=True,
+        summary="Cycles as CSV (streamed, oldest first)",
+        responses={(200, "text/csv"): OpenApiTypes.STR, **ERRORS},
+    )
+    def export(self, request: Request) -> StreamingHttpResponse:
+        return super().export(request)
+
+
+class CycleNdjsonExport(_CycleExport):
+    media_type = "application/x-ndjson"
+    suffix = "ndjson"
+
+    def _stream(self, queryset: QuerySet[SchedulingCycle]) -> Any:
+        include = self.request.query_params.get("include", "")
+        if include not in {"", "calls"}:
+            raise ValidationError({"include": "the only thing to include is 'calls'"})
+        with_calls = include == "calls"
+        return exports.cycles_ndjson(queryset, chunk_size=settings.SCHEDLENS_EXPORT_CHUNK_SIZE, with_calls=with_calls)
+
+    @extend_schema(
+        operation_id="cycles_export_ndjson",
+        filters=True,
+        summary="Cycles as NDJSON, one object a line (streamed, oldest first)",
+        parameters=[
+            OpenApiParameter(
+                "include", str, enum=["calls"], description="`calls`: each cycle with its calls and their chain hashes."
+            )
+        ],
+        responses={(200, "application/x-ndjson"): OpenApiTypes.STR, **ERRORS},
+    )
+    def export(self, request: Request) -> StreamingHttpResponse:
+        return super().export(request)
+
+
+# --- why --------------------------------------------------------------------------------------------
+
+
+class WhyView(APIView):
+    @extend_schema(
+        summary="Why a pod went where it went: its latest cycle, explained",
+        parameters=[WhyQuerySerializer],
+        responses={200: WhySerializer, **ERRORS, **NOT_FOUND},
+    )
+    def get(self, request: Request) -> Response:
+        query = WhyQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        cycle = selectors.cycle_latest_for_pod(**query.validated_data)
+        if cycle is None:
+            raise NotFound("no recorded cycle for this pod")
+        explanation = selectors.cycle_explanation(cycle=cycle)
+        cycle_data = CycleSerializer(cycle, context={"request": request}).data
+        return Response({"cycle": cycle_data, "explanation": ExplanationSerializer(explanation).data})
+
+
+# --- nodes and profiles -----------------------------------------------------------------------------
+
+
+class _TieBrokenOrdering(OrderingFilter):
+    """Orders by what was asked, then by node name, so pages never shuffle rows with equal counts."""
+
+    def get_ordering(self, request: Request, queryset: QuerySet[Any], view: Any) -> list[str]:
+        ordering = list(super().get_ordering(request, queryset, view) or [])
+        return [*ordering, "node"] if not {"node", "-node"} & set(ordering) else ordering
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="Nodes seen in the retained record: times considered, filtered out, placed on",
+        responses={200: NodeSerializer, **ERRORS, 404: OpenApiResponse(ErrorSerializer, description="No such page.")},
+    ),
+    retrieve=extend_schema(summary="One node's counts", responses={200: NodeSerializer, **ERRORS, **NOT_FOUND}),
+)
+class NodeViewSet(ReadOnlyModelViewSet[NodeTally]):
+    serializer_class = NodeSerializer
+    filterset_class = NodeFilterSet
+    filter_backends = [DjangoFilterBackend, _TieBrokenOrdering]
+    ordering_fields = ["node", "considered", "filtered_out", "placements", "last_seen_at"]
+    ordering = ["node"]
+    pagination_class = NodePagination
+    lookup_field = "node"
+    lookup_value_regex = r"[^/]+"
+
+    def get_queryset(self) -> QuerySet[NodeTally]:
+        return selectors.node_list()
+
+
+class ProfileViewSet(ViewSet):
+    """The effective configuration the extender runs with; secret-looking values are masked."""
+
+    lookup_field = "name"
+    lookup_value_regex = r"[^/]+"
+    filter_backends: list[Any] = []
+
+    def _profiles(self) -> list[dict[str, Any]]:
+        try:
+            return selectors.profile_list()
+        except selectors.ProfilesUnavailableError as exc:
+            raise ProfilesUnavailable(f"the profiles configuration cannot be read: {exc}") from None
+
+    @extend_schema(
+        summary="Profiles (effective configuration)", responses={200: ProfileSerializer(many=True), **ERRORS}
+    )
+    def list(self, request: Request) -> Response:
+        return Response(ProfileSerializer(self._profiles(), many=True).data)
+
+    @extend_schema(
+        summary="One profile",
+        parameters=[OpenApiParameter("name", str, OpenApiParameter.PATH, description="The profile's name.")],
+        responses={200: ProfileSerializer, **ERRORS, **NOT_FOUND},
+    )
+    def retrieve(self, request: Request, name: str | None = None) -> Response:
+        for profile in self._profiles():
+            if profile["name"] == name:
+                return Response(ProfileSerializer(profile).data)
+        raise NotFound(f"no profile {name!r}")
+
+
+# --- tamper evidence --------------------------------------------------------------------------------
+
+
+class AuditVerifyView(APIView):
+    """Recompute the hash chain over the stored calls (from the last prune checkpoint) and report."""
+
+    throttle_scope = "audit-verify"
+
+    def get_throttles(self) -> list[Any]:
+        return [*super().get_throttles(), ScopedThrottle()]
+
+    @extend_schema(
+        summary="Verify the hash chain of the record; reports the first broken link",
+        parameters=[VerifyQuerySerializer],
+        responses={200: ChainReportSerializer, **ERRORS, **NOT_FOUND},
+    )
+    def get(self, request: Request) -> Response:
+        query = VerifyQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        try:
+            report = audit_chain_verify(after_id=query.validated_data.get("after_id"))
+        except VerbCall.DoesNotExist:
+            raise NotFound("after_id names no stored call") from None
+        return Response(ChainReportSerializer(report).data)
+
+
+def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    """Any other path under /api/: a JSON 404 in the API's error shape rather than Django's HTML page."""
+    return JsonResponse({"error": "no such API route"}, status=404)

@@ -1,0 +1,73 @@
+"""``manage.py watch_placements``: record where pods of our scheduler names were bound, and why not.
+
+Runs as its own process (one replica is enough: observations are idempotent, so two overlapping during a
+rollout do no harm). Needs get/list/watch on pods and events.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from dashboard.placements.pump import PlacementPump
+from scheduler_core.kube_api import KubeConfigError, load_api_client
+from scheduler_core.placement_watch import PlacementWatcher
+
+
+class Command(BaseCommand):
+    help = (
+        "Watch pods whose spec.schedulerName is one of SCHEDLENS_SCHEDULER_NAMES and their FailedScheduling events; "
+        "record the final node and the failure messages on the matching scheduling cycles."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--scheduler-name",
+            action="append",
+            dest="scheduler_names",
+            help="a scheduler name to follow (repeatable; default: SCHEDLENS_SCHEDULER_NAMES)",
+        )
+        parser.add_argument("--kubeconfig", help="a kubeconfig file (default: in-cluster, $KUBECONFIG, ~/.kube/config)")
+        parser.add_argument("--reconcile-interval", type=float, default=5.0)
+        parser.add_argument(
+            "--once",
+            action="store_true",
+            help="list once, record what is there, reconcile, and exit (a backfill) instead of watching",
+        )
+        parser.add_argument("--sync-timeout", type=float, default=60.0, help="--once: how long to wait for the lists")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        names = options["scheduler_names"] or settings.SCHEDLENS_SCHEDULER_NAMES
+        try:
+            api_client = load_api_client(kubeconfig=options["kubeconfig"])
+        except KubeConfigError as exc:
+            raise CommandError(str(exc)) from exc
+        if api_client is None:
+            raise CommandError("no Kubernetes configuration found (not in a cluster, no KUBECONFIG, no ~/.kube/config)")
+
+        pump = PlacementPump(reconcile_interval=options["reconcile_interval"])
+        watcher = PlacementWatcher.from_api_client(
+            api_client,
+            scheduler_names=names,
+            sink=pump.put,
+            watch_timeout_seconds=settings.SCHEDLENS_WATCH_TIMEOUT_SECONDS,
+        )
+        self.stdout.write(f"watching pods of {', '.join(names)} and their FailedScheduling events")
+        watcher.start()
+        try:
+            if options["once"]:
+                if not watcher.wait_synced(options["sync_timeout"]):
+                    raise CommandError(f"the pod and event lists did not complete: {watcher.status()}")
+                pump.drain()
+                self.stdout.write(f"recorded {pump.recorded} observations")
+                return
+            stop = threading.Event()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: stop.set())
+            pump.run(stop)
+        finally:
+            watcher.stop()

@@ -1,0 +1,181 @@
+"""``GET /metrics``: schedlens's own metrics in the Prometheus text format (prometheus-client).
+
+Two kinds, each kept where it is cheapest and correct under gunicorn's several worker processes:
+
+- **Verb latency** (a histogram per verb and profile) is observed in the web process that answered. With
+  ``PROMETHEUS_MULTIPROC_DIR`` set (prometheus-client's multiprocess mode, its documented way for gunicorn)
+  each worker writes its samples to memory-mapped files in that directory and a scrape of any worker sums all
+  of them; the directory must be empty when the server starts. Without it (one process: tests,
+  ``runserver``) the default registry is used. Counting in Redis instead would add a network round trip to
+  every verb for a number read every 15–30 s.
+- **State** (snapshot age per query and source, nodes without metrics, unmatched series, refresh duration and
+  errors, spool depth) is read at scrape time by a collector, from where it lives: Redis (written by the
+  Celery workers, which may run on other hosts) or this process's store, and the spool. Every worker then
+  reports the same numbers and nothing needs adding up.
+
+Profile labels are limited to the configured profiles (anything else is ``unknown``): the path is chosen by
+the caller, and a label per typo would grow the series without bound.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator
+
+import redis
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+
+from dashboard.traffic.snapshots import SnapshotStore, query_key
+from dashboard.traffic.view import RedisTrafficView
+from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
+
+log = logging.getLogger(__name__)
+
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    # Any process importing the URLconf (checks, management commands) creates these metrics' files.
+    os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
+
+VERB_SECONDS = Histogram(
+    "schedlens_verb_duration_seconds",
+    "Time to answer an extender verb, from the request body read to the answer (spool append included).",
+    ["verb", "profile"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+)
+VERB_RESPONSES = Counter(
+    "schedlens_verb_responses", "Extender verb answers by HTTP status.", ["verb", "profile", "status"]
+)
+
+SCRAPE_REDIS_TIMEOUT_SECONDS = 1.0
+
+
+def observe_verb(*, verb: str, profile: str, known: bool, status: int, seconds: float) -> None:
+    label = profile if known else "unknown"
+    VERB_SECONDS.labels(verb, label).observe(seconds)
+    VERB_RESPONSES.labels(verb, label, str(status)).inc()
+
+
+def _source_label(query: TrafficQuery) -> str:
+    return query.address or settings.PROMETHEUS_URL or "synthetic"
+
+
+class StateCollector(Collector):
+    """Reads traffic and spool state at scrape time (see the module docstring)."""
+
+    def __init__(self, runtime: object) -> None:
+        self.runtime = runtime
+
+    def collect(self) -> Iterator[Metric]:
+        from dashboard.extender.runtime import Runtime
+
+        runtime = self.runtime
+        assert isinstance(runtime, Runtime)
+        queries = sorted({q for p in runtime.profiles.values() for q in p.traffic_queries()}, key=query_key)
+        labels = ["query", "source", "device"]
+        age = GaugeMetricFamily(
+            "schedlens_traffic_snapshot_age_seconds", "Age of the newest traffic values per query.", labels=labels
+        )
+        nodes = GaugeMetricFamily("schedlens_traffic_snapshot_nodes", "Nodes with a traffic value.", labels=labels)
+        without = GaugeMetricFamily(
+            "schedlens_traffic_nodes_without_metrics", "Known cluster nodes with no traffic series.", labels=labels
+        )
+        unmatched = GaugeMetricFamily(
+            "schedlens_traffic_unmatched_series", "Series that named no node (mislabelled exporters).", labels=labels
+        )
+        failing = GaugeMetricFamily(
+            "schedlens_traffic_refresh_failing", "1 when the last refresh of the query failed.", labels=labels
+        )
+        snapshots, stats, redis_up = self._read(runtime, queries)
+        known_nodes = getattr(runtime.cluster, "node_names", None)
+        names = set(known_nodes()) if callable(known_nodes) else set()
+        now = time.time()
+        for query in queries:
+            values = [query_key(query), _source_label(query), query.device_name]
+            snapshot = snapshots.get(query)
+            if snapshot is None:
+                continue
+            if snapshot.fetched_at > 0:
+                age.add_metric(values, snapshot.age_seconds(now))
+            nodes.add_metric(values, len(snapshot.bytes_by_node))
+            if names:
+                without.add_metric(values, len(names - set(snapshot.bytes_by_node)))
+            unmatched.add_metric(values, len(snapshot.unmatched_series))
+            failing.add_metric(values, 1.0 if snapshot.error else 0.0)
+        yield from (age, nodes, without, unmatched, failing)
+        if stats is not None:
+            yield from self._refresh_metrics(queries, stats, labels)
+        if redis_up is not None:
+            up = GaugeMetricFamily("schedlens_redis_up", "1 when /metrics could read Redis.")
+            up.add_metric([], 1.0 if redis_up else 0.0)
+            yield up
+        depth = GaugeMetricFamily("schedlens_spool_depth", "Verb records waiting in the spool for ingest.")
+        try:
+            depth.add_metric([], runtime.spool.depth())
+        except Exception:  # a broken spool is exactly what this metric should show, not hide behind a 500
+            depth.add_metric([], float("nan"))
+        yield depth
+
+    def _read(
+        self, runtime: object, queries: list[TrafficQuery]
+    ) -> tuple[dict[TrafficQuery, TrafficSnapshot], dict[TrafficQuery, dict[str, float]] | None, bool | None]:
+        inputs = getattr(runtime, "inputs", None)
+        if not isinstance(inputs, RedisTrafficView):
+            traffic = getattr(runtime, "traffic", None)
+            found = {q: s for q in queries if traffic is not None and (s := traffic.latest(q)) is not None}
+            return found, None, None
+        from dashboard.traffic.clients import verb_client
+
+        store = SnapshotStore(verb_client(timeout=SCRAPE_REDIS_TIMEOUT_SECONDS), inputs.keys)
+        try:
+            loaded = store.load_many(queries)
+            stats = store.stats(queries)
+        except redis.RedisError as exc:
+            log.warning("/metrics could not read Redis: %s", exc)
+            return dict(inputs.last_good), None, False
+        return {q: s for q, s in loaded.items() if s is not None}, stats, True
+
+    @staticmethod
+    def _refresh_metrics(
+        queries: list[TrafficQuery], stats: dict[TrafficQuery, dict[str, float]], labels: list[str]
+    ) -> Iterator[Metric]:
+        duration = SummaryMetricFamily(
+            "schedlens_traffic_refresh_duration_seconds", "Duration of traffic refreshes (all workers).", labels=labels
+        )
+        last = GaugeMetricFamily(
+            "schedlens_traffic_refresh_last_duration_seconds", "Duration of the last traffic refresh.", labels=labels
+        )
+        errors = CounterMetricFamily(
+            "schedlens_traffic_refresh_errors", "Failed traffic refreshes (all workers).", labels=labels
+        )
+        for query in queries:
+            row = stats.get(query) or {}
+            if not row:
+                continue
+            values = [query_key(query), _source_label(query), query.device_name]
+            duration.add_metric(values, count_value=row.get("refreshes", 0.0), sum_value=row.get("duration_sum", 0.0))
+            last.add_metric(values, row.get("last_duration", 0.0))
+            errors.add_metric(values, row.get("errors", 0.0))
+        yield from (duration, last, errors)
+
+
+@require_GET
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    from dashboard.extender.runtime import get_runtime
+
+    registry = CollectorRegistry()
+    multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+    if multiprocess:
+        MultiProcessCollector(registry)
+    registry.register(StateCollector(get_runtime()))
+    body = generate_latest(registry)
+    if not multiprocess:
+        body = generate_latest(REGISTRY) + body
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

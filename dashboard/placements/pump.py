@@ -1,0 +1,114 @@
+"""Carries observations from the watcher threads into the database, in the thread that owns the connection.
+
+The watcher threads only enqueue (they must never wait on PostgreSQL); :meth:`PlacementPump.run` records
+them one by one and reconciles periodically. When the database is down an observation is kept and retried,
+so an outage delays the record but loses nothing the process has seen (a restart relists anyway).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+from django.db import DatabaseError, close_old_connections
+
+from dashboard.placements.services import placements_reconcile, placements_record
+from scheduler_core.placement_watch import Observation
+
+log = logging.getLogger(__name__)
+
+
+class PlacementPump:
+    def __init__(self, *, reconcile_interval: float = 5.0, retry_interval: float = 2.0) -> None:
+        self._queue: queue.Queue[Observation] = queue.Queue()
+        self._retry: deque[Observation] = deque()
+        self._reconcile_interval = reconcile_interval
+        self._retry_interval = retry_interval
+        self._last_reconcile = 0.0
+        self.recorded = 0
+        self.failures = 0
+
+    def put(self, observation: Observation) -> None:
+        """The watcher's sink: never blocks, never touches the database."""
+        self._queue.put(observation)
+
+    @property
+    def pending(self) -> int:
+        return self._queue.qsize() + len(self._retry)
+
+    def run(self, stop: threading.Event) -> None:
+        """Record observations until ``stop`` is set (then what is already queued is still recorded)."""
+        while not stop.is_set():
+            self.step(timeout=self._reconcile_interval)
+        self.drain()
+
+    def run_until(self, done: Callable[[], bool], *, timeout: float) -> bool:
+        """Record until ``done()`` holds or ``timeout`` passes; for ``--once`` and tests. Returns ``done()``."""
+        deadline = time.monotonic() + timeout
+        while not done():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self.step(timeout=min(remaining, self._reconcile_interval))
+        return True
+
+    def drain(self) -> None:
+        """Record everything queued now (without waiting for more), then reconcile."""
+        while True:
+            try:
+                observation = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            self._record(observation)
+        self._reconcile()
+
+    def step(self, *, timeout: float) -> None:
+        """Record one observation (waiting up to ``timeout`` for it), retry kept ones, reconcile when due."""
+        if self._retry:
+            retry = self._retry.popleft()
+            if not self._record(retry):
+                time.sleep(self._retry_interval)  # the database is down: do not spin on it
+                return
+        try:
+            observation = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            observation = None
+        if observation is not None:
+            self._record(observation)
+        if time.monotonic() - self._last_reconcile >= self._reconcile_interval:
+            self._reconcile()
+
+    def _record(self, observation: Observation) -> bool:
+        try:
+            placements_record(
+                key=observation.key,
+                kind=observation.kind,
+                pod_uid=observation.pod_uid,
+                pod_namespace=observation.namespace,
+                pod_name=observation.name,
+                occurred_at=observation.occurred_at,
+                node=observation.node,
+                scheduler_name=observation.scheduler_name,
+                reason=observation.reason,
+                message=observation.message,
+            )
+        except DatabaseError:
+            self.failures += 1
+            log.warning("could not record %s; will retry", observation.key, exc_info=True)
+            self._retry.append(observation)
+            close_old_connections()
+            return False
+        self.recorded += 1
+        return True
+
+    def _reconcile(self) -> None:
+        self._last_reconcile = time.monotonic()
+        try:
+            placements_reconcile()
+        except DatabaseError:
+            log.warning("placement reconcile failed; will retry", exc_info=True)
+            close_old_connections()

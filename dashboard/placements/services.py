@@ -1,0 +1,122 @@
+"""Writes of placement observations: record one, link it to its cycle, and conclude the cycle from it.
+
+Matching: the newest cycle of the pod's UID that started before the observation (``CLOCK_SKEW`` allows for
+one-second API timestamps and clocks of different machines), within ``MATCH_WINDOW``.
+
+The watcher may see a binding before the verbs' records of that cycle reach the database (they travel through
+each replica's spool), and the ingester re-derives a cycle's columns from its calls whenever a late call
+arrives. So :func:`placements_reconcile` runs periodically: it links observations that found no cycle yet and
+re-applies recent ones, which makes the outcome converge whatever the order of arrival.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from dashboard.models import Outcome, SchedulingCycle
+from dashboard.placements.models import ObservationKind, PlacementObservation
+
+log = logging.getLogger(__name__)
+
+MATCH_WINDOW = timedelta(minutes=10)
+"""A cycle older than this before the observation is another attempt (kube-scheduler retries within minutes)."""
+CLOCK_SKEW = timedelta(seconds=2)
+RECONCILE_WINDOW = MATCH_WINDOW + timedelta(minutes=5)
+"""How far back :func:`placements_reconcile` looks: late spools, then re-summarized cycles, settle within it."""
+
+
+def _when(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def placements_record(
+    *,
+    key: str,
+    kind: str,
+    pod_uid: str,
+    pod_namespace: str,
+    pod_name: str,
+    occurred_at: float,
+    node: str = "",
+    scheduler_name: str = "",
+    reason: str = "",
+    message: str = "",
+) -> PlacementObservation:
+    """Record an observation once (by ``key``), link it to its cycle and conclude the cycle from it."""
+    if kind not in ObservationKind.values:
+        raise ValueError(f"unknown observation kind {kind!r}")
+    defaults = {
+        "kind": kind,
+        "pod_uid": pod_uid,
+        "pod_namespace": pod_namespace,
+        "pod_name": pod_name,
+        "node": node,
+        "scheduler_name": scheduler_name,
+        "reason": reason,
+        "message": message,
+        "occurred_at": _when(occurred_at),
+        "observed_at": timezone.now(),
+    }
+    try:
+        with transaction.atomic():
+            observation, _ = PlacementObservation.objects.get_or_create(key=key, defaults=defaults)
+    except IntegrityError:  # two watchers recorded the same fact at once
+        observation = PlacementObservation.objects.get(key=key)
+    _settle(observation)
+    return observation
+
+
+def placements_reconcile(*, now: datetime | None = None) -> int:
+    """Link recent observations still without a cycle and re-apply the others; returns how many changed a row."""
+    since = (now or timezone.now()) - RECONCILE_WINDOW
+    changed = 0
+    for observation in PlacementObservation.objects.filter(occurred_at__gte=since).select_related("cycle"):
+        changed += _settle(observation)
+    return changed
+
+
+def _settle(observation: PlacementObservation) -> int:
+    """Link if possible, then make the cycle say what the observation says. Returns rows changed (0..2)."""
+    changed = 0
+    if observation.cycle_id is None:
+        cycle = _matching_cycle(observation)
+        if cycle is None:
+            return 0
+        observation.cycle = cycle
+        observation.save(update_fields=["cycle"])
+        changed += 1
+    changed += _apply(observation)
+    return changed
+
+
+def _matching_cycle(observation: PlacementObservation) -> SchedulingCycle | None:
+    at = observation.occurred_at
+    cycle = (
+        SchedulingCycle.objects.filter(
+            pod_uid=observation.pod_uid, started_at__lte=at + CLOCK_SKEW, started_at__gte=at - MATCH_WINDOW
+        )
+        .order_by("-started_at", "-id")
+        .first()
+    )
+    if cycle is None:
+        return None
+    if observation.kind == ObservationKind.BOUND and cycle.outcome not in (Outcome.PENDING, Outcome.BOUND):
+        # The newest cycle we hold failed, yet the pod was bound: the attempt that bound it has not reached
+        # the database yet. Wait for it rather than pin the binding on the failed attempt.
+        return None
+    return cycle
+
+
+def _apply(observation: PlacementObservation) -> int:
+    cycles = SchedulingCycle.objects.filter(pk=observation.cycle_id)
+    if observation.kind == ObservationKind.BOUND:
+        # Only a cycle that names no node yet: when schedlens bound the pod itself its record already says where.
+        return cycles.filter(chosen_node="").update(chosen_node=observation.node, outcome=Outcome.BOUND)
+    if observation.kind == ObservationKind.FAILED_SCHEDULING:
+        # kube-scheduler gave up on this attempt after our verbs answered (in-tree filters, a failed bind, ...).
+        return cycles.filter(outcome=Outcome.PENDING, chosen_node="").update(outcome=Outcome.UNSCHEDULABLE)
+    return 0

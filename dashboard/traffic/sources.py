@@ -1,0 +1,37 @@
+"""Which source answers a query in the workers: Prometheus (the query's address or PROMETHEUS_URL) or synthetic."""
+
+from __future__ import annotations
+
+import functools
+
+from django.conf import settings
+
+from scheduler_core.cluster import FileCluster
+from scheduler_core.traffic import TrafficQuery, TrafficSource
+from scheduler_core.traffic.synthetic import SyntheticTrafficSource
+
+
+@functools.cache
+def _file_cluster(path: str) -> FileCluster:
+    return FileCluster(path)
+
+
+def known_node_names() -> list[str]:
+    """The cluster's node names when this process knows them (the demo cluster file), else empty."""
+    path = settings.SCHEDLENS_CLUSTER_FILE
+    return _file_cluster(path).node_names() if path else []
+
+
+def traffic_source_for(
+    query: TrafficQuery, *, timeout_seconds: float | None = None, retries: int | None = None
+) -> TrafficSource:
+    url = query.address or settings.PROMETHEUS_URL
+    if not url:
+        return SyntheticTrafficSource(known_node_names)
+    from scheduler_core.traffic.prometheus import PrometheusTrafficSource
+
+    return PrometheusTrafficSource(
+        url,
+        timeout_seconds=settings.SCHEDLENS_PROMETHEUS_TIMEOUT_SECONDS if timeout_seconds is None else timeout_seconds,
+        retries=settings.SCHEDLENS_PROMETHEUS_RETRIES if retries is None else retries,
+    )

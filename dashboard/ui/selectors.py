@@ -1,0 +1,457 @@
+"""Reads for the dashboard pages. Every query here is bounded: keyset pages, the latest N rows, no COUNT(*).
+
+The history is ordered by the ``cycle_newest`` index (-started_at, -id); a page is "the next ``limit`` rows
+before this (started_at, id)", which PostgreSQL answers with an index range scan at any depth.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from dashboard.models import NodeTally, SchedulingCycle, VerbCall
+
+PAGE_SIZE = 50
+HISTORY_COLUMNS = (
+    "id",
+    "pod_namespace",
+    "pod_name",
+    "profile",
+    "node_mode",
+    "started_at",
+    "outcome",
+    "chosen_node",
+    "preferred_node",
+    "candidate_count",
+    "feasible_count",
+    "filter_ms",
+    "prioritize_ms",
+    "bind_ms",
+    "metric_age_seconds",
+    "error",
+)
+VERBS = ("filter", "prioritize", "bind", "preempt")
+
+
+class BadCursorError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """A position in the history: the (started_at, id) of the last row seen."""
+
+    started_at: datetime
+    id: int
+
+    def encode(self) -> str:
+        micros = int(self.started_at.timestamp() * 1_000_000)
+        return f"{micros}_{self.id}"
+
+    @classmethod
+    def decode(cls, text: str) -> Cursor:
+        micros, sep, ident = text.partition("_")
+        if not sep or not micros.lstrip("-").isdigit() or not ident.isdigit():
+            raise BadCursorError(f"not a history cursor: {text[:40]!r}")
+        return cls(datetime.fromtimestamp(int(micros) / 1_000_000, tz=UTC), int(ident))
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPage:
+    rows: list[SchedulingCycle]
+    next_cursor: Cursor | None
+    """Where the next (older) page starts; ``None`` on the last page."""
+    newest_id: int
+    """The highest id on the page: polling asks for rows inserted after it."""
+
+
+def history_page(*, queryset: QuerySet[SchedulingCycle], before: Cursor | None, limit: int = PAGE_SIZE) -> HistoryPage:
+    """One page of ``queryset`` (already filtered), newest first, strictly older than ``before``."""
+    rows = queryset.only(*HISTORY_COLUMNS).order_by("-started_at", "-id")
+    if before is not None:
+        # The redundant started_at <= bound lets the planner turn the OR into one index range.
+        rows = rows.filter(
+            Q(started_at__lt=before.started_at) | Q(started_at=before.started_at, id__lt=before.id),
+            started_at__lte=before.started_at,
+        )
+    found = list(rows[: limit + 1])
+    page, more = found[:limit], len(found) > limit
+    last = page[-1] if page else None
+    return HistoryPage(
+        rows=page,
+        next_cursor=Cursor(last.started_at, last.id) if more and last is not None else None,
+        newest_id=max((r.id for r in page), default=0),
+    )
+
+
+def history_newer(
+    *, queryset: QuerySet[SchedulingCycle], after_id: int, limit: int = PAGE_SIZE
+) -> list[SchedulingCycle]:
+    """Rows recorded after ``after_id`` (ids grow with insertion, so late-ingested cycles count too)."""
+    return list(queryset.only(*HISTORY_COLUMNS).filter(id__gt=after_id).order_by("-started_at", "-id")[:limit])
+
+
+def cycle_with_calls(*, cycle_id: int) -> tuple[SchedulingCycle, list[VerbCall]] | None:
+    cycle = SchedulingCycle.objects.filter(pk=cycle_id).first()
+    if cycle is None:
+        return None
+    return cycle, list(cycle.calls.order_by("started_at", "id"))
+
+
+# --- nodes ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class NodeStats:
+    name: str
+    considered: int = 0
+    placements: int = 0
+    preferred: int = 0
+    filtered: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)
+    missing_series: int = 0
+    """Cycles in which the node had no traffic series while others had one."""
+    absent_from_refresh: bool = False
+    """Missing from the latest traffic refresh snapshot that matched other nodes."""
+    total_placements: int | None = None
+    total_considered: int | None = None
+    total_filtered: int | None = None
+    """All-time counts over the retained record (``NodeTally``), when the ingester keeps them."""
+    traffic: list[tuple[datetime, float | None]] = field(default_factory=list)
+    """(when, received bytes over the window) oldest first."""
+
+    @property
+    def latest_bytes(self) -> float | None:
+        return next((value for _, value in reversed(self.traffic) if value is not None), None)
+
+    @property
+    def filtered_share(self) -> float:
+        return self.filtered / self.considered if self.considered else 0.0
+
+    @property
+    def top_reasons(self) -> list[tuple[str, int]]:
+        return self.reasons.most_common(3)
+
+    @property
+    def unmatched(self) -> bool:
+        return self.absent_from_refresh or (self.missing_series > 0 and self.latest_bytes is None)
+
+
+@dataclass(frozen=True, slots=True)
+class NodesReport:
+    nodes: list[NodeStats]
+    cycles: int
+    since: datetime | None
+    source: str
+    """Where traffic over time came from (recorded cycles, or the traffic app's refresh snapshots)."""
+
+
+def nodes_report(*, recent_cycles: int = 200) -> NodesReport:
+    """Per node over the latest ``recent_cycles`` cycles: placements, exclusions and why, recorded traffic."""
+    cycles = list(
+        SchedulingCycle.objects.order_by("-started_at", "-id").values_list(
+            "id", "chosen_node", "preferred_node", "started_at"
+        )[:recent_cycles]
+    )
+    stats: dict[str, NodeStats] = {}
+
+    def node(name: str) -> NodeStats:
+        if name not in stats:
+            stats[name] = NodeStats(name)
+        return stats[name]
+
+    for _, chosen, preferred, _ in cycles:
+        if chosen:
+            node(chosen).placements += 1
+        if preferred:
+            node(preferred).preferred += 1
+    calls = VerbCall.objects.filter(cycle_id__in=[c[0] for c in cycles], verb="filter").order_by("started_at")
+    for started_at, record in calls.values_list("started_at", "record"):
+        names: list[str] = record.get("nodes", [])
+        failures: dict[str, dict[str, str]] = record.get("failures", {})
+        traffic: list[float | None] = record.get("traffic_bytes", [])
+        for index, name in enumerate(names):
+            entry = node(name)
+            entry.considered += 1
+            if name in failures:
+                entry.filtered += 1
+                entry.reasons.update(f"{plugin}: {reason}" for plugin, reason in failures[name].items())
+            if traffic:
+                value = traffic[index] if index < len(traffic) else None
+                entry.traffic.append((started_at, value))
+                if value is None:
+                    entry.missing_series += 1
+    source = "recorded filter calls"
+    if _refresh_traffic(stats):
+        source = "traffic refresh snapshots"
+    _add_tallies(stats)
+    ordered = sorted(stats.values(), key=lambda s: (-s.placements, -s.considered, s.name))
+    since = cycles[-1][3] if cycles else None
+    return NodesReport(ordered, len(cycles), since, source)
+
+
+def _refresh_traffic(stats: dict[str, NodeStats], *, since: timedelta = timedelta(hours=6)) -> bool:
+    """Traffic over time from the prefetch's sampled refreshes, when they exist; True when they replaced it."""
+    from dashboard.traffic.models import TrafficRefresh
+    from dashboard.traffic.selectors import traffic_history
+
+    latest = (
+        TrafficRefresh.objects.filter(bytes_by_node__isnull=False, error="")
+        .order_by("-started_at", "-id")
+        .values_list("query_key", "bytes_by_node")
+        .first()
+    )
+    if latest is None or not stats:
+        return False
+    key, newest = latest
+    history = traffic_history(query_key=key, since=timezone.now() - since)
+    for entry in stats.values():
+        entry.traffic = [(at, values.get(entry.name)) for at, values in history]
+        entry.absent_from_refresh = bool(newest) and entry.name not in newest
+    return True
+
+
+def _add_tallies(stats: dict[str, NodeStats]) -> None:
+    rows = NodeTally.objects.filter(node__in=list(stats)).values_list(
+        "node", "placements", "considered", "filtered_out"
+    )
+    for node, placements, considered, filtered in rows:
+        entry = stats[node]
+        entry.total_placements, entry.total_considered, entry.total_filtered = placements, considered, filtered
+
+
+# --- health --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class VerbHealth:
+    verb: str
+    calls: int
+    p50_ms: float | None
+    p95_ms: float | None
+    errors: int
+    last_at: datetime | None
+    last_error: str
+
+
+def _percentile(values: Sequence[float], q: int) -> float | None:
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+RECENT_CALLS_WINDOW = 20_000
+"""Health reads only the newest calls by id: a verb that is never called (preempt) must not make the page
+walk the whole table looking for its latest 500."""
+
+
+def _recent_calls() -> QuerySet[VerbCall]:
+    newest = VerbCall.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    return VerbCall.objects.filter(id__gt=newest - RECENT_CALLS_WINDOW)
+
+
+def verb_health(*, recent: int = 500) -> list[VerbHealth]:
+    """Latency percentiles and errors over each verb's latest ``recent`` calls (among the newest 20,000)."""
+    report = []
+    window = _recent_calls()
+    for verb in VERBS:
+        rows = list(
+            window.filter(verb=verb)
+            .order_by("-id")
+            .values_list("duration_ms", "http_status", "error", "started_at")[:recent]
+        )
+        durations = sorted(r[0] for r in rows)
+        failed = [r for r in rows if r[1] != 200 or (r[2] and verb != "prioritize")]
+        report.append(
+            VerbHealth(
+                verb=verb,
+                calls=len(rows),
+                p50_ms=_percentile(durations, 50),
+                p95_ms=_percentile(durations, 95),
+                errors=len(failed),
+                last_at=max((r[3] for r in rows), default=None),
+                last_error=failed[0][2] if failed else "",
+            )
+        )
+    return report
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedTraffic:
+    """What the latest filter call of a profile says about its traffic snapshot."""
+
+    profile: str
+    at: datetime
+    age_seconds: float | None
+    note: str
+    nodes: int
+    missing: int
+
+
+def recorded_traffic(*, recent: int = 200) -> list[RecordedTraffic]:
+    rows = _recent_calls().filter(verb="filter", http_status=200).order_by("-id")
+    seen: dict[str, RecordedTraffic] = {}
+    for profile, at, record in rows.values_list("cycle__profile", "started_at", "record")[:recent]:
+        if profile in seen:
+            continue
+        traffic: list[Any] = record.get("traffic_bytes", [])
+        seen[profile] = RecordedTraffic(
+            profile=profile,
+            at=at,
+            age_seconds=record.get("metric_age_seconds"),
+            note=record.get("metric_note", ""),
+            nodes=len(record.get("nodes", [])),
+            missing=sum(1 for v in traffic if v is None),
+        )
+    return sorted(seen.values(), key=lambda r: r.profile)
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessTraffic:
+    """A traffic snapshot held by this web process's runtime (when the extender runs in it)."""
+
+    query: str
+    source: str
+    fetched_at: datetime
+    age_seconds: float
+    nodes: int
+    error: str
+    unmatched: Sequence[str]
+
+
+def process_traffic() -> list[ProcessTraffic] | None:
+    """This process's in-memory snapshots, without starting the runtime; ``None`` when it is not running."""
+    from dashboard.extender import runtime as runtime_module
+
+    runtime = runtime_module._runtime
+    if runtime is None:
+        return None
+    now = timezone.now().timestamp()
+    report = []
+    for query in runtime.refresher.queries:
+        snapshot = runtime.traffic.latest(query)
+        error = runtime.traffic.last_errors.get(query, "")
+        label = f"{query.query_mode}({query.device_name}[{query.time_range_minutes}m]) by {query.node_label}"
+        if query.address:
+            label += f" @ {query.address}"
+        if snapshot is None:
+            report.append(ProcessTraffic(label, "—", timezone.now(), float("nan"), 0, error or "no snapshot yet", ()))
+            continue
+        report.append(
+            ProcessTraffic(
+                query=label,
+                source=snapshot.source,
+                fetched_at=datetime.fromtimestamp(snapshot.fetched_at, tz=UTC),
+                age_seconds=max(0.0, now - snapshot.fetched_at),
+                nodes=len(snapshot.bytes_by_node),
+                error=error or snapshot.error,
+                unmatched=snapshot.unmatched_series,
+            )
+        )
+    return report
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshRow:
+    """The latest traffic refresh of one query (a row the prefetch worker leaves for every run)."""
+
+    query_key: str
+    query: dict[str, Any]
+    source: str
+    finished_at: datetime
+    age_seconds: float
+    duration_ms: float
+    status: str
+    error: str
+    nodes_matched: int
+    nodes_without_metrics: int | None
+    unmatched_series: list[str]
+    worker: str
+    recent_errors: int
+
+
+def traffic_refreshes(*, recent: int = 500) -> list[RefreshRow]:
+    """The newest refresh per query among the latest ``recent`` rows, with how many of those failed."""
+    from dashboard.traffic.selectors import traffic_refresh_list
+
+    now = timezone.now()
+    latest: dict[str, Any] = {}
+    errors: Counter[str] = Counter()
+    for row in traffic_refresh_list()[:recent]:
+        latest.setdefault(row.query_key, row)
+        if row.error:
+            errors[row.query_key] += 1
+    return [
+        RefreshRow(
+            query_key=key,
+            query=row.query,
+            source=row.source,
+            finished_at=row.finished_at,
+            age_seconds=(now - row.finished_at).total_seconds(),
+            duration_ms=row.duration_ms,
+            status=row.status,
+            error=row.error,
+            nodes_matched=row.nodes_matched,
+            nodes_without_metrics=row.nodes_without_metrics,
+            unmatched_series=list(row.unmatched_series or []),
+            worker=row.worker,
+            recent_errors=errors[key],
+        )
+        for key, row in sorted(latest.items())
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Liveness:
+    name: str
+    status: str
+    """``alive``, ``late`` or ``not seen``."""
+    detail: str
+    seen_at: datetime | None
+
+
+def worker_liveness(refreshes: Sequence[RefreshRow]) -> list[Liveness] | None:
+    """Inferred from the refresh rows: beat queues a refresh every interval and a worker runs it.
+
+    ``None`` when traffic is refreshed in-process (no worker or beat is configured). Neither process reports
+    a heartbeat of its own, so a late refresh says "the worker or beat is down", not which one.
+    """
+    if settings.SCHEDLENS_TRAFFIC_BACKEND != "redis":
+        return None
+    interval = settings.SCHEDLENS_TRAFFIC_REFRESH_SECONDS
+    newest = min(refreshes, key=lambda r: r.age_seconds, default=None)
+    if newest is None:
+        return [
+            Liveness("worker", "not seen", "no traffic refresh recorded yet", None),
+            Liveness("beat", "not seen", "no traffic refresh recorded yet", None),
+        ]
+    late = newest.age_seconds > 3 * interval
+    status = "late" if late else "alive"
+    expected = f"expected every {interval:.0f} s"
+    return [
+        Liveness("worker", status, f"last refresh by {newest.worker or 'unknown'}, {expected}", newest.finished_at),
+        Liveness("beat", status, f"schedules the refreshes, {expected}", newest.finished_at),
+    ]
+
+
+def spool_depth() -> tuple[int | None, str]:
+    from dashboard.spool import Spool
+
+    try:
+        return Spool(settings.SCHEDLENS_SPOOL_DIR).depth(), ""
+    except Exception as exc:  # An unreadable spool is exactly what the health page must show.
+        return None, str(exc)
+
+
+def newest_cycle() -> datetime | None:
+    return SchedulingCycle.objects.order_by("-started_at", "-id").values_list("started_at", flat=True).first()

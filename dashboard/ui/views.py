@@ -1,0 +1,224 @@
+"""The operator dashboard: history, decision, what-if, nodes, health. Thin views over selectors and presenters."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, QueryDict
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from dashboard.models import NodeMode, Outcome, SchedulingCycle
+from dashboard.ui import presenters, selectors
+from dashboard.ui.shared import CycleFilterSet, explanation_lines
+from dashboard.ui.whatif import parse_what_if, recorded_scenario
+from scheduler_core.replay import RecordedInputs, compare, replay
+
+POLL_SECONDS = 5
+
+
+@functools.lru_cache(maxsize=4)
+def _profiles_at(path: str, mtime: float) -> dict[str, dict[str, Any]]:
+    from dashboard.extender.runtime import load_runtime_profiles
+
+    return {name: profile.describe() for name, profile in load_runtime_profiles().items()}
+
+
+def configured_profiles() -> dict[str, dict[str, Any]]:
+    """The profiles this deployment serves, described as plain data (re-read when the file changes)."""
+    path = settings.SCHEDLENS_CONFIG
+    mtime = os.stat(path).st_mtime if path and os.path.exists(path) else 0.0
+    return _profiles_at(path, mtime)
+
+
+def _filterset(request: HttpRequest) -> CycleFilterSet:
+    # The form submits every field; an empty one means "any", not "equal to the empty string".
+    params = QueryDict(mutable=True)
+    for name, values in request.GET.lists():
+        kept = [v for v in values if v.strip()]
+        if kept and name not in {"before", "after", "why_not"}:
+            params.setlist(name, kept)
+    return CycleFilterSet(params, queryset=SchedulingCycle.objects.all())
+
+
+def _filter_query(request: HttpRequest) -> str:
+    params = QueryDict(mutable=True)
+    for name, values in request.GET.lists():
+        kept = [v for v in values if v.strip()]
+        if kept and name not in {"before", "after"}:
+            params.setlist(name, kept)
+    return params.urlencode()
+
+
+@require_GET
+@login_required
+def history(request: HttpRequest) -> HttpResponse:
+    filterset = _filterset(request)
+    before = None
+    if request.GET.get("before"):
+        try:
+            before = selectors.Cursor.decode(request.GET["before"])
+        except selectors.BadCursorError as exc:
+            return HttpResponseBadRequest(str(exc))
+    valid = filterset.is_valid()
+    page = selectors.history_page(queryset=filterset.qs if valid else SchedulingCycle.objects.none(), before=before)
+    context = {
+        "filterset": filterset,
+        "errors": filterset.errors if not valid else {},
+        "values": request.GET,
+        "page": page,
+        "filter_query": _filter_query(request),
+        "first_page": before is None,
+        "poll_seconds": POLL_SECONDS,
+        "outcomes": Outcome.choices,
+        "profiles": sorted(configured_profiles()),
+        "now": timezone.now(),
+    }
+    return render(request, "dashboard/history.html", context)
+
+
+@require_GET
+@login_required
+def history_new_rows(request: HttpRequest) -> HttpResponse:
+    """The rows recorded since the page was drawn (htmx polls this), plus a poller that remembers the newest."""
+    filterset = _filterset(request)
+    try:
+        after = int(request.GET.get("after", "0"))
+    except ValueError:
+        return HttpResponseBadRequest("after: must be a cycle id")
+    rows = selectors.history_newer(queryset=filterset.qs, after_id=after) if filterset.is_valid() else []
+    if not rows:
+        return HttpResponse(status=204)  # htmx swaps nothing on 204
+    return render(request, "dashboard/_history_new_rows.html", {"rows": rows})
+
+
+def _decision(pk: int) -> presenters.Decision:
+    found = selectors.cycle_with_calls(cycle_id=pk)
+    if found is None:
+        raise Http404("no such scheduling cycle")
+    cycle, calls = found
+    return presenters.build_decision(cycle, calls, configured_profiles().get(cycle.profile))
+
+
+def _why_not(decision: presenters.Decision, node: str) -> tuple[presenters.WhyNot | None, str]:
+    if not node:
+        return None, ""
+    result = presenters.why_not(decision, node)
+    return result, "" if result is not None else f"{node} was not a candidate in this cycle."
+
+
+@require_GET
+@login_required
+def decision(request: HttpRequest, pk: int) -> HttpResponse:
+    view = _decision(pk)
+    why_not_node = request.GET.get("why_not", "")
+    why, why_error = _why_not(view, why_not_node)
+    context = {
+        "d": view,
+        "cycle": view.cycle,
+        "explanation": explanation_lines(view),
+        "why_not": why,
+        "why_not_node": why_not_node,
+        "why_not_error": why_error,
+        "chart": presenters.chart_data(view),
+        "node_modes": dict(NodeMode.choices),
+    }
+    return render(request, "dashboard/decision.html", context)
+
+
+@require_GET
+@login_required
+def why_not(request: HttpRequest, pk: int) -> HttpResponse:
+    view = _decision(pk)
+    node = request.GET.get("why_not", "")
+    why, why_error = _why_not(view, node)
+    response = render(
+        request,
+        "dashboard/_why_not.html",
+        {"d": view, "cycle": view.cycle, "why_not": why, "why_not_node": node, "why_not_error": why_error},
+    )
+    # The address bar shows the page that renders the same comparison without JavaScript.
+    response["HX-Push-Url"] = f"{reverse('ui:decision', args=[pk])}?{urlencode({'why_not': node})}"
+    return response
+
+
+@require_GET
+@login_required
+def what_if(request: HttpRequest, pk: int) -> HttpResponse:
+    view = _decision(pk)
+    profiles: Mapping[str, dict[str, Any]] = configured_profiles()
+    base = recorded_scenario(profiles.get(view.cycle.profile), view.prioritize_record, view.filter_plugins)
+    base = dataclasses.replace(base, window_seconds=view.window_seconds)
+    form = parse_what_if(request.GET, base=base, profiles=profiles)
+    inputs = RecordedInputs.from_records(view.filter_record, view.prioritize_record, view.filter_plugins)
+    before = replay(inputs, base)
+    after = replay(inputs, form.scenario) if form.submitted else None
+    context = {
+        "d": view,
+        "cycle": view.cycle,
+        "form": form,
+        "profiles": sorted(profiles),
+        "before": before,
+        "after": after,
+        "changes": compare(before, after) if after is not None else [],
+        "replayable": bool(inputs.candidates),
+    }
+    return render(request, "dashboard/what_if.html", context)
+
+
+@require_GET
+@login_required
+def nodes(request: HttpRequest) -> HttpResponse:
+    report = selectors.nodes_report()
+    selected_name = request.GET.get("node", "")
+    selected = next((n for n in report.nodes if n.name == selected_name), None)
+    if selected is None and report.nodes and not selected_name:
+        selected = report.nodes[0]
+    chart = None
+    if selected is not None:
+        chart = {
+            "node": selected.name,
+            "points": [
+                {"t": at.isoformat(), "mb": None if value is None else round(value / 1e6, 3)}
+                for at, value in selected.traffic
+            ],
+        }
+    context = {
+        "report": report,
+        "selected": selected,
+        "selected_name": selected_name,
+        "chart": chart,
+        "unmatched": [n for n in report.nodes if n.unmatched],
+    }
+    return render(request, "dashboard/nodes.html", context)
+
+
+@require_GET
+@login_required
+def health(request: HttpRequest) -> HttpResponse:
+    depth, spool_error = selectors.spool_depth()
+    refreshes = selectors.traffic_refreshes()
+    newest = selectors.newest_cycle()
+    context = {
+        "verbs": selectors.verb_health(),
+        "recorded_traffic": selectors.recorded_traffic(),
+        "process_traffic": selectors.process_traffic(),
+        "spool_depth": depth,
+        "spool_error": spool_error,
+        "spool_dir": str(settings.SCHEDLENS_SPOOL_DIR),
+        "newest": newest,
+        "newest_age": (timezone.now() - newest).total_seconds() if newest else None,
+        "refreshes": refreshes,
+        "workers": selectors.worker_liveness(refreshes),
+        "traffic_backend": settings.SCHEDLENS_TRAFFIC_BACKEND,
+    }
+    return render(request, "dashboard/health.html", context)

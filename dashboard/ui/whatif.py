@@ -1,0 +1,110 @@
+"""The what-if form: a scenario from a configured profile, or from weights and a threshold the operator types.
+
+The replay itself is :mod:`scheduler_core.replay`; this module only turns GET parameters into a
+:class:`~scheduler_core.replay.Scenario` and says which field is wrong when one is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from django.http import QueryDict
+
+from scheduler_core.plugins import FILTER_PLUGINS, SCORE_PLUGINS
+from scheduler_core.profiles import MAX_WEIGHT
+from scheduler_core.replay import Scenario, scenario_from_profile
+
+MB = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIfForm:
+    scenario: Scenario
+    mode: str
+    """``profile`` or ``custom``."""
+    profile: str
+    errors: list[str]
+    weights: list[tuple[str, int]]
+    filters: list[tuple[str, bool]]
+    threshold_mbps: float
+    fail_on_missing: bool
+    submitted: bool
+    """True when the parameters named a valid scenario to replay."""
+
+
+def recorded_scenario(
+    description: Mapping[str, Any] | None, prioritize_record: Mapping[str, Any] | None, filters_seen: list[str]
+) -> Scenario:
+    """The recorded profile as configured now; else what the record itself says about weights and filters."""
+    if description:
+        scenario = scenario_from_profile(description, label=f"{description.get('name', '')} (as recorded)")
+    else:
+        scenario = Scenario(filters=tuple(filters_seen), weights={}, label="as recorded")
+    if prioritize_record:
+        # The weights the cycle actually used win over today's configuration.
+        weights = {p["name"]: int(p["weight"]) for p in prioritize_record.get("plugins", [])}
+        scenario = replace(scenario, weights=weights)
+    return scenario
+
+
+def parse_what_if(params: QueryDict, *, base: Scenario, profiles: Mapping[str, Mapping[str, Any]]) -> WhatIfForm:
+    mode = params.get("mode", "profile")
+    profile = params.get("profile", "")
+    errors: list[str] = []
+    scenario: Scenario | None = None
+    if mode == "profile" and profile:
+        if profile in profiles:
+            # The recorded raw bytes cover the recorded window, whatever window the other profile reads.
+            scenario = replace(scenario_from_profile(profiles[profile]), window_seconds=base.window_seconds)
+        else:
+            errors.append(f"profile: unknown profile {profile!r}")
+    elif mode == "custom":
+        weights: dict[str, int] = {}
+        for name in sorted(SCORE_PLUGINS):
+            raw = params.get(f"w_{name}", "").strip()
+            if not raw:
+                continue
+            try:
+                weight = int(raw)
+            except ValueError:
+                errors.append(f"w_{name}: weight must be a whole number, got {raw[:20]!r}")
+                continue
+            if not 0 <= weight <= MAX_WEIGHT:
+                errors.append(f"w_{name}: weight must be 0..{MAX_WEIGHT}, got {weight}")
+                continue
+            weights[name] = weight
+        filters = tuple(name for name in sorted(FILTER_PLUGINS) if params.get(f"f_{name}") == "on")
+        threshold = base.max_bytes_per_second
+        raw_threshold = params.get("threshold_mbps", "").strip()
+        if raw_threshold:
+            try:
+                threshold = float(raw_threshold) * MB
+            except ValueError:
+                errors.append(f"threshold_mbps: must be a number of MB/s, got {raw_threshold[:20]!r}")
+            else:
+                if not threshold > 0 or threshold != threshold or threshold == float("inf"):
+                    errors.append("threshold_mbps: must be a positive number of MB/s")
+                    threshold = base.max_bytes_per_second
+        if not errors:
+            scenario = replace(
+                base,
+                filters=filters,
+                weights=weights,
+                max_bytes_per_second=threshold,
+                fail_on_missing=params.get("fail_on_missing") == "on",
+                label="custom",
+            )
+    shown = scenario or base
+    return WhatIfForm(
+        scenario=shown,
+        mode=mode,
+        profile=profile,
+        errors=errors,
+        weights=[(name, int(shown.weights.get(name, 0))) for name in sorted(SCORE_PLUGINS)],
+        filters=[(name, name in shown.filters) for name in sorted(FILTER_PLUGINS)],
+        threshold_mbps=round(shown.max_bytes_per_second / MB, 3),
+        fail_on_missing=shown.fail_on_missing,
+        submitted=scenario is not None,
+    )

@@ -1,0 +1,287 @@
+"""Replay a recorded decision under another profile, weights or threshold: the "what-if" of the dashboard.
+
+Only recorded inputs are used, never the cluster: the raw bytes each candidate received (the filter record's
+``traffic_bytes``, or the ``NetworkTraffic`` plugin's ``raw``), the other score plugins' normalized scores,
+and the other filter plugins' verdicts. The arithmetic is the engine's (:mod:`scheduler_core.engine`):
+``TrafficThreshold`` fails a node above ``maxBytesPerSecond`` over the window, ``NetworkTraffic`` is
+``100 − raw·100/max`` over the nodes that reach prioritize (so changing the threshold changes the others'
+scores too), the final score is the weighted mean of the applicable plugins, answered on the 0..10 scale.
+
+What cannot be replayed is said, not guessed: a plugin the cycle never ran has no recorded verdicts or
+scores, so its terms are left out and the affected nodes are marked ``partial``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from scheduler_core.engine import to_extender_score
+from scheduler_core.plugins.base import NEUTRAL_SCORE
+from scheduler_core.record import FilterRecord, PrioritizeRecord
+from scheduler_core.units import human_rate
+
+TRAFFIC_FILTER = "TrafficThreshold"
+TRAFFIC_SCORE = "NetworkTraffic"
+DEFAULT_WINDOW_SECONDS = 300
+DEFAULT_MAX_BYTES_PER_SECOND = 125_000_000.0
+NOT_PRIORITIZED = "not sent to prioritize (excluded by kube-scheduler or another extender)"
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """The configuration a decision is replayed under: which plugins, with what weights and threshold."""
+
+    filters: tuple[str, ...]
+    """Filter plugins that judge the candidates."""
+    weights: Mapping[str, int]
+    """Score plugin → weight; a plugin absent or at 0 carries no weight."""
+    max_bytes_per_second: float = DEFAULT_MAX_BYTES_PER_SECOND
+    """``TrafficThreshold``'s limit (only used when it is among ``filters``)."""
+    fail_on_missing: bool = False
+    window_seconds: int = DEFAULT_WINDOW_SECONDS
+    """The traffic window the recorded raw bytes cover; the rate is ``raw / window``."""
+    label: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedInputs:
+    """What a cycle recorded, as the engine wrote it."""
+
+    filter: FilterRecord | None
+    prioritize: PrioritizeRecord | None
+    recorded_filters: tuple[str, ...] = ()
+    """The filter plugins the recorded profile ran (a passing plugin leaves no trace in ``failures``)."""
+
+    @classmethod
+    def from_records(
+        cls,
+        filter_record: Mapping[str, Any] | None,
+        prioritize_record: Mapping[str, Any] | None,
+        recorded_filters: Sequence[str] = (),
+    ) -> RecordedInputs:
+        """Build from the JSON stored per verb call (extra keys such as ``node_mode`` are ignored)."""
+        return cls(
+            filter=msgspec.convert(filter_record, FilterRecord) if filter_record else None,
+            prioritize=msgspec.convert(prioritize_record, PrioritizeRecord) if prioritize_record else None,
+            recorded_filters=tuple(recorded_filters),
+        )
+
+    @property
+    def candidates(self) -> list[str]:
+        if self.filter is not None:
+            return list(self.filter.nodes)
+        return list(self.prioritize.nodes) if self.prioritize is not None else []
+
+
+@dataclass(frozen=True, slots=True)
+class NodeOutcome:
+    node: str
+    passed: bool
+    reasons: Mapping[str, str] = field(default_factory=dict)
+    """Failed filter plugin → reason (empty when the node passed)."""
+    terms: Mapping[str, float | None] = field(default_factory=dict)
+    """Score plugin → normalized 0..100 score (``None``: not recorded for this node)."""
+    final: float | None = None
+    """Weighted mean, 0..100; ``None`` for a node that did not reach prioritize."""
+    extender: int | None = None
+    partial: tuple[str, ...] = ()
+    """Score plugins left out of ``final`` because this node has no recorded score for them."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    scenario: Scenario
+    nodes: list[NodeOutcome]
+    """In candidate order."""
+    preferred: str
+    """The highest final score (first in candidate order on a tie); empty when no node is feasible."""
+    notes: list[str]
+
+    def outcome(self, node: str) -> NodeOutcome | None:
+        return next((n for n in self.nodes if n.node == node), None)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeChange:
+    node: str
+    before: NodeOutcome
+    after: NodeOutcome
+
+    @property
+    def feasibility_changed(self) -> bool:
+        return self.before.passed != self.after.passed
+
+    @property
+    def answer_changed(self) -> bool:
+        return self.before.extender != self.after.extender
+
+    @property
+    def final_delta(self) -> float | None:
+        if self.before.final is None or self.after.final is None:
+            return None
+        return self.after.final - self.before.final
+
+
+def scenario_from_profile(description: Mapping[str, Any], *, label: str = "") -> Scenario:
+    """A scenario equal to a profile, from :meth:`scheduler_core.profiles.Profile.describe`."""
+    config: Mapping[str, Mapping[str, Any]] = description.get("pluginConfig", {})
+    threshold = config.get(TRAFFIC_FILTER, {})
+    traffic_args = config.get(TRAFFIC_SCORE) or threshold
+    minutes = traffic_args.get("timeRangeInMinutes", DEFAULT_WINDOW_SECONDS // 60)
+    return Scenario(
+        filters=tuple(description.get("filter", ())),
+        weights={entry["name"]: int(entry["weight"]) for entry in description.get("score", ())},
+        max_bytes_per_second=float(threshold.get("maxBytesPerSecond", DEFAULT_MAX_BYTES_PER_SECOND)),
+        fail_on_missing=bool(threshold.get("failOnMissing", False)),
+        window_seconds=int(minutes) * 60,
+        label=label or str(description.get("name", "")),
+    )
+
+
+def _raw_traffic(inputs: RecordedInputs) -> tuple[dict[str, float | None], bool]:
+    """Raw bytes per candidate and whether any traffic snapshot was usable in the cycle."""
+    raws: dict[str, float | None] = {}
+    usable = False
+    if inputs.filter is not None and inputs.filter.traffic_bytes:
+        raws.update(zip(inputs.filter.nodes, inputs.filter.traffic_bytes, strict=False))
+        usable = True
+    if inputs.prioritize is not None:
+        for plugin in inputs.prioritize.plugins:
+            if plugin.name == TRAFFIC_SCORE and plugin.raw:
+                usable = True
+                for node, raw in zip(inputs.prioritize.nodes, plugin.raw, strict=False):
+                    if raws.get(node) is None:
+                        raws[node] = raw
+    return raws, usable
+
+
+def _verdicts(
+    inputs: RecordedInputs, scenario: Scenario, raws: Mapping[str, float | None], usable: bool
+) -> dict[str, dict[str, str]]:
+    failures = inputs.filter.failures if inputs.filter is not None else {}
+    limit = scenario.max_bytes_per_second
+    window = max(1, scenario.window_seconds)
+    reasons: dict[str, dict[str, str]] = {}
+    for node in inputs.candidates:
+        node_reasons: dict[str, str] = {}
+        for name in scenario.filters:
+            if name == TRAFFIC_FILTER:
+                raw = raws.get(node)
+                if not usable:
+                    if scenario.fail_on_missing:
+                        node_reasons[name] = "traffic metrics unavailable"
+                elif raw is None:
+                    if scenario.fail_on_missing:
+                        node_reasons[name] = "no traffic series for node"
+                elif raw / window > limit:
+                    node_reasons[name] = f"receive rate above {human_rate(limit)}"
+            elif name in failures.get(node, {}):
+                node_reasons[name] = failures[node][name]
+        reasons[node] = node_reasons
+    return reasons
+
+
+def replay(inputs: RecordedInputs, scenario: Scenario) -> ReplayResult:
+    """Re-run filter and prioritize arithmetic over the recorded inputs under ``scenario``."""
+    notes: list[str] = []
+    raws, usable = _raw_traffic(inputs)
+    recorded_filters = set(inputs.recorded_filters)
+    if inputs.filter is not None:
+        recorded_filters.update(p for reasons in inputs.filter.failures.values() for p in reasons)
+    for name in scenario.filters:
+        if name != TRAFFIC_FILTER and name not in recorded_filters and inputs.filter is not None:
+            notes.append(f"{name} did not run in this cycle: its verdicts are unknown, so every node passes it.")
+    verdicts = _verdicts(inputs, scenario, raws, usable)
+
+    # Nodes our filters passed but kube-scheduler did not send to prioritize stay out: their exclusion was
+    # someone else's decision, which a replay of our plugins cannot revisit.
+    prioritized = set(inputs.prioritize.nodes) if inputs.prioritize is not None else None
+    recorded_passed = set(inputs.filter.passed) if inputs.filter is not None else set(inputs.candidates)
+    excluded_elsewhere = {n for n in recorded_passed if prioritized is not None and n not in prioritized}
+    feasible = [n for n in inputs.candidates if not verdicts[n] and n not in excluded_elsewhere]
+
+    recorded_scores: dict[str, dict[str, float]] = {}
+    applicable: dict[str, bool] = {}
+    traffic_neutral = not usable
+    if inputs.prioritize is not None:
+        for plugin in inputs.prioritize.plugins:
+            applicable[plugin.name] = plugin.applicable
+            recorded_scores[plugin.name] = dict(zip(inputs.prioritize.nodes, plugin.scores, strict=False))
+            if plugin.name == TRAFFIC_SCORE and not plugin.raw:
+                traffic_neutral = True
+
+    active = {name: weight for name, weight in scenario.weights.items() if weight > 0}
+    for name in active:
+        if name == TRAFFIC_SCORE:
+            continue
+        if name not in recorded_scores:
+            notes.append(f"{name} did not score this cycle: its term is left out of every final score.")
+        elif not applicable.get(name, True):
+            notes.append(f"{name} did not apply to this pod (it carries no weight, as in the cycle).")
+    if TRAFFIC_SCORE in active and traffic_neutral:
+        notes.append("No usable traffic snapshot was recorded: NetworkTraffic scores every node 50 (neutral).")
+
+    traffic_terms: dict[str, float] = {}
+    if TRAFFIC_SCORE in active:
+        known = [raws[n] for n in feasible if raws.get(n) is not None]
+        highest = max((r for r in known if r is not None), default=0.0)
+        for node in feasible:
+            raw = raws.get(node)
+            if traffic_neutral or raw is None:
+                traffic_terms[node] = NEUTRAL_SCORE
+            elif highest <= 0:
+                traffic_terms[node] = 100.0
+            else:
+                traffic_terms[node] = 100.0 - raw * 100.0 / highest
+
+    outcomes: list[NodeOutcome] = []
+    for node in inputs.candidates:
+        if node in excluded_elsewhere and not verdicts[node]:
+            outcomes.append(NodeOutcome(node, False, {"kube-scheduler": NOT_PRIORITIZED}))
+            continue
+        if verdicts[node]:
+            outcomes.append(NodeOutcome(node, False, verdicts[node]))
+            continue
+        terms: dict[str, float | None] = {}
+        total = 0.0
+        weight_sum = 0
+        partial: list[str] = []
+        for name, weight in active.items():
+            if name == TRAFFIC_SCORE:
+                score: float | None = traffic_terms[node]
+            else:
+                if not applicable.get(name, True):
+                    continue
+                score = recorded_scores.get(name, {}).get(node)
+            terms[name] = score
+            if score is None:
+                partial.append(name)
+                continue
+            total += score * weight
+            weight_sum += weight
+        final = total / weight_sum if weight_sum else 0.0
+        outcomes.append(NodeOutcome(node, True, {}, terms, final, to_extender_score(final), tuple(partial)))
+    if any(o.partial for o in outcomes):
+        notes.append("Some nodes reach prioritize only in this replay; scores never recorded for them are left out.")
+
+    best: NodeOutcome | None = None
+    for outcome in outcomes:
+        if outcome.final is not None and (best is None or outcome.final > (best.final or 0.0) + 1e-9):
+            best = outcome
+    return ReplayResult(scenario, outcomes, best.node if best is not None else "", notes)
+
+
+def compare(before: ReplayResult, after: ReplayResult) -> list[NodeChange]:
+    """Per candidate, the outcome before and after; the ones that differ first, then in candidate order."""
+    after_by_node = {o.node: o for o in after.nodes}
+    changes = [NodeChange(o.node, o, after_by_node[o.node]) for o in before.nodes if o.node in after_by_node]
+
+    def differs(change: NodeChange) -> bool:
+        delta = change.final_delta
+        return change.feasibility_changed or change.answer_changed or (delta is not None and abs(delta) >= 0.005)
+
+    return sorted(changes, key=lambda c: not differs(c))

@@ -1,0 +1,207 @@
+"""scheduler_core.explain: a cycle's records become per-node reasons, score terms and one plain summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from scheduler_core.explain import explain
+from scheduler_core.record import FilterRecord, PluginScores, PrioritizeRecord
+
+TUTORIAL = {"node-1": 1.0e6, "node-2": 1.2e6, "node-3": 1.4e6}
+
+
+def stored(record: msgspec.Struct, **extra: Any) -> dict[str, Any]:
+    """A record as the ingester stores it: builtins, plus the keys it adds."""
+    return {**msgspec.to_builtins(record), **extra}
+
+
+def traffic_filter(failures: dict[str, dict[str, str]] | None = None, **fields: Any) -> dict[str, Any]:
+    failures = failures or {}
+    nodes = [*TUTORIAL, *failures]
+    return stored(
+        FilterRecord(
+            nodes=nodes,
+            passed=[n for n in nodes if n not in failures],
+            failures=failures,
+            traffic_bytes=[TUTORIAL.get(n) for n in nodes],
+            metric_age_seconds=fields.pop("metric_age_seconds", 3.0),
+            **fields,
+        ),
+        node_mode="names",
+    )
+
+
+def traffic_prioritize(nodes: dict[str, float] = TUTORIAL) -> dict[str, Any]:
+    top = max(nodes.values())
+    scores = [round(100 - raw * 100 / top, 4) for raw in nodes.values()]
+    plugin = PluginScores(name="NetworkTraffic", weight=1, scores=scores, raw=list(nodes.values()))
+    return stored(
+        PrioritizeRecord(
+            nodes=list(nodes), plugins=[plugin], final=scores, extender=[int(s / 10 + 0.5) for s in scores]
+        )
+    )
+
+
+GPU_FAILURE = {"NodeResourceFitByCR": "node does not enable example.com/gpu"}
+
+
+def test_the_tutorial_cycle_is_summarized_with_the_winning_term_the_margin_and_the_exclusions():
+    explanation = explain(
+        filter_record=traffic_filter({"node-7": GPU_FAILURE}),
+        prioritize_record=traffic_prioritize(),
+        chosen_node="node-1",
+        traffic_window_minutes=5,
+    )
+    assert explanation.summary == (
+        "Placed on node-1: lowest traffic (1.0 MB in 5 min), 14.3 points ahead of node-2. "
+        "1 node excluded: node-7 does not enable example.com/gpu."
+    )
+    assert (explanation.chosen_node, explanation.preferred_node, explanation.runner_up) == ("node-1",) * 2 + ("node-2",)
+    assert explanation.margin == pytest.approx(14.2857, abs=1e-3)
+    assert (explanation.candidate_count, explanation.excluded_count) == (4, 1)
+
+
+def test_every_node_carries_its_verdicts_traffic_terms_and_final_and_extender_scores():
+    explanation = explain(
+        filter_record=traffic_filter({"node-7": GPU_FAILURE}),
+        prioritize_record=traffic_prioritize(),
+        chosen_node="node-1",
+    )
+    by_node = {n.node: n for n in explanation.nodes}
+    best = by_node["node-1"]
+    assert (best.passed, best.rank, best.traffic_bytes) == (True, 1, 1.0e6)
+    assert best.final_score == pytest.approx(28.5714)
+    assert best.extender_score == 3
+    [term] = best.terms
+    assert (term.plugin, term.weight, term.raw, term.applicable) == ("NetworkTraffic", 1, 1.0e6, True)
+    assert term.normalized == term.weighted == term.contribution == pytest.approx(28.5714)
+    excluded = by_node["node-7"]
+    assert (excluded.passed, excluded.rank, excluded.final_score, excluded.terms) == (False, None, None, ())
+    assert [(v.plugin, v.reason) for v in excluded.verdicts] == [
+        ("NodeResourceFitByCR", "node does not enable example.com/gpu")
+    ]
+
+
+def test_nodes_are_listed_by_rank_then_the_excluded_ones():
+    explanation = explain(
+        filter_record=traffic_filter({"node-7": GPU_FAILURE}),
+        prioritize_record=traffic_prioritize({"node-3": 1.4e6, "node-1": 1.0e6, "node-2": 1.2e6}),
+    )
+    assert [(n.node, n.rank) for n in explanation.nodes] == [
+        ("node-1", 1),
+        ("node-2", 2),
+        ("node-3", 3),
+        ("node-7", None),
+    ]
+
+
+def test_weighted_terms_add_up_to_the_final_score_and_an_inapplicable_plugin_adds_nothing():
+    plugins = [
+        PluginScores(name="NetworkTraffic", weight=3, scores=[100.0, 0.0], raw=[1.0e6, 2.0e6]),
+        PluginScores(name="NodeResourceFitByCR", weight=1, scores=[20.0, 80.0]),
+        PluginScores(name="ImageLocality", weight=2, scores=[0.0, 0.0], applicable=False, note="pod has no images"),
+    ]
+    record = PrioritizeRecord(nodes=["a", "b"], plugins=plugins, final=[80.0, 20.0], extender=[8, 2])
+    explanation = explain(filter_record=None, prioritize_record=stored(record), chosen_node="a")
+
+    a = explanation.nodes[0]
+    assert [t.contribution for t in a.terms] == [75.0, 5.0, 0.0]
+    assert sum(t.contribution for t in a.terms) == pytest.approx(a.final_score)
+    assert [t.weighted for t in a.terms] == [300.0, 20.0, 0.0]
+    assert a.terms[2].note == "pod has no images"
+    assert a.passed is None, "no filter call was recorded"
+    assert explanation.summary == "Placed on a: lowest traffic (1.0 MB), 60.0 points ahead of b."
+
+
+def test_a_winner_decided_by_another_plugin_names_that_plugin():
+    plugins = [
+        PluginScores(name="NetworkTraffic", weight=1, scores=[40.0, 50.0], raw=[3.0e6, 2.5e6]),
+        PluginScores(name="NodeResourceFitByCR", weight=4, scores=[90.0, 10.0]),
+    ]
+    record = PrioritizeRecord(nodes=["gpu-a", "gpu-b"], plugins=plugins, final=[80.0, 18.0], extender=[8, 2])
+    explanation = explain(filter_record=None, prioritize_record=stored(record), chosen_node="gpu-a")
+    assert explanation.summary == "Placed on gpu-a: highest NodeResourceFitByCR score (90), 62.0 points ahead of gpu-b."
+
+
+def test_a_bind_to_another_node_than_ours_says_how_far_behind_our_preferred_it_was():
+    explanation = explain(filter_record=traffic_filter(), prioritize_record=traffic_prioritize(), chosen_node="node-2")
+    assert explanation.preferred_node == "node-1"
+    assert explanation.runner_up == "node-1"
+    assert explanation.summary == (
+        "Placed on node-2: 14.3 points behind our preferred node-1 (kube-scheduler adds its own scores)."
+    )
+
+
+def test_a_tie_says_kube_scheduler_broke_it():
+    explanation = explain(
+        filter_record=None,
+        prioritize_record=traffic_prioritize({"node-1": 1.0e6, "node-2": 1.0e6, "node-3": 2.0e6}),
+        chosen_node="node-1",
+    )
+    assert explanation.margin == 0
+    assert "tied with node-2 at 50.0 points (kube-scheduler broke the tie)" in explanation.summary
+
+
+def test_an_unschedulable_pod_lists_the_first_exclusions_and_counts_the_rest():
+    failures = {f"node-{i}": GPU_FAILURE for i in range(1, 8)}
+    record = FilterRecord(nodes=list(failures), passed=[], failures=failures, unresolvable=list(failures))
+    explanation = explain(filter_record=stored(record), prioritize_record=None)
+    assert explanation.summary == (
+        "Not placed: no candidate node passed the filters. 7 nodes excluded: "
+        "node-1 does not enable example.com/gpu; node-2 does not enable example.com/gpu; "
+        "node-3 does not enable example.com/gpu; node-4 does not enable example.com/gpu; "
+        "node-5 does not enable example.com/gpu; and 2 more."
+    )
+    assert all(n.unresolvable for n in explanation.nodes)
+    assert explanation.excluded_count == 7
+
+
+def test_a_single_feasible_node_without_prioritize_is_explained_by_the_filters_alone():
+    record = FilterRecord(nodes=["node-1", "node-2"], passed=["node-1"], failures={"node-2": GPU_FAILURE})
+    explanation = explain(filter_record=stored(record), prioritize_record=None, chosen_node="node-1")
+    assert explanation.preferred_node == "node-1"
+    assert explanation.summary.startswith("Placed on node-1: the only node that passed the filters.")
+
+
+def test_a_pending_cycle_names_our_preferred_node():
+    explanation = explain(filter_record=traffic_filter(), prioritize_record=traffic_prioritize())
+    assert explanation.summary.startswith("node-1 scored highest (not bound): lowest traffic (1.0 MB)")
+
+
+def test_missing_metrics_are_said_in_the_summary():
+    explanation = explain(
+        filter_record=traffic_filter(metric_note="metrics stale", metric_age_seconds=300.0),
+        prioritize_record=traffic_prioritize(),
+        chosen_node="node-1",
+    )
+    assert explanation.summary.endswith("Traffic metrics: metrics stale.")
+    assert (explanation.metric_note, explanation.metric_age_seconds) == ("metrics stale", 300.0)
+
+
+def test_filter_details_are_shown_next_to_the_reason():
+    failures = {"node-9": {"TrafficThreshold": "receive rate above 125.0 MB/s"}}
+    record = FilterRecord(
+        nodes=["node-1", "node-9"],
+        passed=["node-1"],
+        failures=failures,
+        details={"node-9": {"TrafficThreshold": "130.0 MB/s over the last 5 min"}},
+    )
+    explanation = explain(filter_record=stored(record), prioritize_record=None)
+    assert "1 node excluded: node-9: receive rate above 125.0 MB/s (130.0 MB/s over the last 5 min)." in (
+        explanation.summary
+    )
+    [verdict] = explanation.nodes[-1].verdicts
+    assert verdict.detail == "130.0 MB/s over the last 5 min"
+
+
+def test_a_refused_call_has_no_readable_record_and_the_error_is_the_explanation():
+    explanation = explain(
+        filter_record={"error_path": "$.NodeNames[3]", "node_mode": ""},
+        prioritize_record=None,
+        error="filter: expected `str`, got `int`",
+    )
+    assert explanation.nodes == ()
+    assert explanation.summary == "Error: filter: expected `str`, got `int`."

@@ -1,0 +1,265 @@
+"""The herd estimate, the missing/stale policy, and how both show in the record (plain core, no services)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from scheduler_core.binding import BindOutcome, SimulatedBinder
+from scheduler_core.cluster import StaticCluster
+from scheduler_core.herd import NO_BINDS, HerdEstimator, InMemoryBindLog, RecentBinds
+from scheduler_core.plugins.base import TrafficView
+from scheduler_core.profiles import Profile, load_profiles
+from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
+from scheduler_core.traffic.store import TrafficStore
+from scheduler_core.verbs import Extender
+from scheduler_core.wire import encode
+from tests.conftest import traffic_store
+
+POD = {"metadata": {"name": "web-1", "namespace": "shop", "uid": "uid-1"}, "spec": {"containers": []}}
+MB = 1_000_000.0
+
+
+def profile_yaml(network_args: str = "", threshold_args: str = "") -> str:
+    return f"""
+profiles:
+- name: default
+  pluginConfig:
+  - {{name: NetworkTraffic, args: {{{network_args}}}}}
+  - {{name: TrafficThreshold, args: {{{threshold_args}}}}}
+"""
+
+
+class Inputs:
+    """A CycleInputs over a fixed store and an in-memory bind log; counts how often each call reads."""
+
+    def __init__(self, traffic: TrafficView, binds: InMemoryBindLog) -> None:
+        self.traffic = traffic
+        self.binds = binds
+        self.reads = 0
+
+    def for_call(self, profile: Profile, now: float) -> tuple[TrafficView, RecentBinds]:
+        self.reads += 1
+        return self.traffic, self.binds.recent_binds(now)
+
+    def record_bind(self, *, node: str, pod: str, at: float) -> None:
+        self.binds.record_bind(node=node, pod=pod, at=at)
+
+
+def extender(store: TrafficStore, config: str | None = None, *, decay: float = 15.0, now: float | None = None):
+    clock = (lambda: now) if now is not None else time.time
+    inputs = Inputs(store, InMemoryBindLog(decay, default_decay_seconds=decay))
+    ext = Extender(
+        load_profiles(config),
+        cluster=StaticCluster(),
+        traffic=store,
+        binder=SimulatedBinder(),
+        clock=clock,
+        inputs=inputs,
+    )
+    return ext, inputs
+
+
+def names(nodes: list[str]) -> bytes:
+    return encode({"Pod": POD, "Nodes": None, "NodeNames": nodes})
+
+
+def bind(ext: Extender, node: str, uid: str) -> None:
+    body = encode({"PodName": f"p-{uid}", "PodNamespace": "shop", "PodUID": uid, "Node": node})
+    assert ext.bind("default", body).status == 200
+
+
+# --- the estimate itself ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ages", "expected"),
+    [
+        ([0.0], 1.0),
+        ([7.5], 0.5),
+        ([15.0], 0.0),
+        ([60.0], 0.0),
+        ([0.0, 3.0, 12.0], 1.0 + 0.8 + 0.2),
+        ([-2.0], 1.0),  # stamped by a replica whose clock runs ahead: counts fully, never more
+    ],
+    ids=["just-bound", "half-decayed", "decayed", "long-ago", "three-binds", "future-stamp"],
+)
+def test_each_bind_adds_the_assumed_bytes_decaying_linearly_to_zero(ages: list[float], expected: float) -> None:
+    herd = HerdEstimator(bytes_per_pod=10 * MB, decay_seconds=15.0)
+    now = 1_000.0
+    assert herd.extra_bytes([now - age for age in ages], now) == pytest.approx(expected * 10 * MB)
+
+
+@pytest.mark.parametrize(("per_pod", "decay"), [(0.0, 15.0), (10 * MB, 0.0)])
+def test_zero_bytes_or_zero_decay_turns_the_estimate_off(per_pod: float, decay: float) -> None:
+    herd = HerdEstimator(per_pod, decay)
+    assert not herd.enabled
+    assert herd.extra_bytes([100.0], 100.0) == 0.0
+
+
+def test_the_bind_log_counts_a_pod_once_and_forgets_binds_past_its_horizon() -> None:
+    binds = InMemoryBindLog(horizon_seconds=10.0)
+    binds.record_bind(node="n1", pod="uid-a", at=100.0)
+    binds.record_bind(node="n1", pod="uid-a", at=101.0)  # the bind verb, then a placement watcher
+    binds.record_bind(node="n2", pod="uid-b", at=105.0)
+
+    assert binds.recent_binds(106.0).by_node == {"n1": (100.0,), "n2": (105.0,)}
+    assert binds.recent_binds(112.0).by_node == {"n2": (105.0,)}
+
+
+# --- NetworkTraffic with recent binds ---------------------------------------------------------------------
+
+
+def test_binds_raise_the_bound_nodes_traffic_and_the_record_shows_the_assumed_bytes() -> None:
+    now = time.time()
+    store = traffic_store({"quiet": 1 * MB, "mid": 200 * MB, "busy": 400 * MB})
+    ext, _ = extender(store, profile_yaml("assumedBytesPerPod: 100000000"), now=now)
+    bind(ext, "quiet", "u1")
+    bind(ext, "quiet", "u2")
+
+    record = ext.prioritize("default", names(["quiet", "mid", "busy"])).event.prioritize
+    (traffic,) = record.plugins
+
+    assert traffic.raw == [1 * MB, 200 * MB, 400 * MB], "raw stays what Prometheus measured"
+    assert traffic.herd_bytes == [200 * MB, 0.0, 0.0]
+    assert traffic.scores == pytest.approx([100 - 201 / 400 * 100, 50.0, 0.0], abs=1e-3)
+
+
+def test_without_binds_the_record_has_no_herd_bytes_and_scores_are_unchanged() -> None:
+    store = traffic_store({"a": 1 * MB, "b": 2 * MB})
+    ext, _ = extender(store)
+
+    (traffic,) = ext.prioritize("default", names(["a", "b"])).event.prioritize.plugins
+
+    assert traffic.herd_bytes == []
+    assert traffic.scores == pytest.approx([50.0, 0.0])
+
+
+def test_assumed_bytes_zero_turns_the_mitigation_off_so_the_quiet_node_keeps_winning() -> None:
+    now = time.time()
+    store = traffic_store({"quiet": 1 * MB, "busy": 400 * MB})
+    ext, _ = extender(store, profile_yaml("assumedBytesPerPod: 0"), now=now)
+    for i in range(20):
+        bind(ext, "quiet", f"u{i}")
+
+    result = ext.prioritize("default", names(["quiet", "busy"]))
+
+    assert result.body == b'[{"Host":"quiet","Score":10},{"Host":"busy","Score":0}]'
+    assert result.event.prioritize.plugins[0].herd_bytes == []
+
+
+def test_herd_decay_seconds_overrides_the_refresh_interval() -> None:
+    store = traffic_store({"quiet": 1 * MB, "busy": 400 * MB})
+    ext, inputs = extender(store, profile_yaml("assumedBytesPerPod: 100000000, herdDecaySeconds: 60"), decay=120.0)
+    inputs.binds.record_bind(node="quiet", pod="u1", at=time.time() - 30)
+
+    (traffic,) = ext.prioritize("default", names(["quiet", "busy"])).event.prioritize.plugins
+
+    assert traffic.herd_bytes[0] == pytest.approx(50 * MB, rel=1e-3), "half of the 60 s decay has passed"
+
+
+def test_only_successful_binds_count() -> None:
+    class RefusingBinder:
+        def bind(self, *, namespace: str, name: str, uid: str, node: str) -> BindOutcome:
+            return BindOutcome(error="pod already bound elsewhere", detail="409")
+
+    store = traffic_store({"quiet": 1 * MB})
+    ext, inputs = extender(store)
+    ext.binder = RefusingBinder()
+    ext.bind("default", encode({"PodName": "p", "PodNamespace": "shop", "PodUID": "u", "Node": "quiet"}))
+
+    assert inputs.binds.recent_binds(time.time()).by_node == {}
+
+
+def test_the_inputs_are_read_once_per_verb_call_and_not_by_bind() -> None:
+    store = traffic_store({"a": 1 * MB, "b": 2 * MB})
+    ext, inputs = extender(store)
+
+    ext.filter("default", names(["a", "b"]))
+    ext.prioritize("default", names(["a", "b"]))
+    bind(ext, "a", "u1")
+
+    assert inputs.reads == 2, "filter and prioritize read once each, whatever the number of plugins"
+
+
+# --- freshness and the missing/stale policy ---------------------------------------------------------------
+
+
+def test_a_stale_snapshot_scores_neutral_says_metrics_stale_and_records_its_age() -> None:
+    ext, _ = extender(traffic_store({"a": 1 * MB, "b": 2 * MB}, age=300.0))
+
+    filtered = ext.filter("default", names(["a", "b"])).event.filter
+    (traffic,) = ext.prioritize("default", names(["a", "b"])).event.prioritize.plugins
+
+    assert traffic.scores == [50.0, 50.0]
+    assert traffic.note == "metrics stale"
+    assert traffic.metric_age_seconds == pytest.approx(300.0, abs=5.0)
+    assert filtered.metric_note == "metrics stale"
+    assert filtered.passed == ["a", "b"], "neutral policy: stale metrics fail nobody"
+
+
+@pytest.mark.parametrize(
+    "threshold_args", ["missingPolicy: fail", "failOnMissing: true"], ids=["missingPolicy", "failOnMissing"]
+)
+def test_the_fail_policy_fails_nodes_without_usable_metrics(threshold_args: str) -> None:
+    ext, _ = extender(traffic_store({"a": 1 * MB}, age=300.0), profile_yaml(threshold_args=threshold_args))
+
+    result = ext.filter("default", names(["a", "b"])).event.filter
+
+    assert result.passed == []
+    assert result.failures["a"] == {"TrafficThreshold": "traffic metrics unavailable: metrics stale"}
+
+
+def test_the_fail_policy_scores_unmeasured_nodes_zero_instead_of_neutral() -> None:
+    ext, _ = extender(traffic_store({"a": 1 * MB, "b": 2 * MB}), profile_yaml("missingPolicy: fail"))
+
+    (traffic,) = ext.prioritize("default", names(["a", "b", "new"])).event.prioritize.plugins
+
+    assert traffic.scores == pytest.approx([50.0, 0.0, 0.0])
+    assert traffic.notes == {"new": "no traffic series for node"}
+
+
+def test_a_snapshot_carrying_an_error_is_used_and_the_record_says_why_it_may_be_old() -> None:
+    store = TrafficStore()
+    store.put(
+        TrafficSnapshot(TrafficQuery(), {"a": 1 * MB, "b": 2 * MB}, time.time() - 20, "test", error="redis unavailable")
+    )
+    ext, _ = extender(store)
+
+    filtered = ext.filter("default", names(["a", "b"])).event.filter
+    (traffic,) = ext.prioritize("default", names(["a", "b"])).event.prioritize.plugins
+
+    assert traffic.raw == [1 * MB, 2 * MB]
+    assert traffic.note == "redis unavailable"
+    assert filtered.metric_note == "redis unavailable"
+    assert filtered.traffic_bytes == [1 * MB, 2 * MB]
+
+
+def test_a_query_that_never_succeeded_is_no_data_with_its_error() -> None:
+    store = TrafficStore()
+    store.put(TrafficSnapshot(TrafficQuery(), {}, 0.0, "", error="connection refused"))
+    ext, _ = extender(store)
+
+    (traffic,) = ext.prioritize("default", names(["a"])).event.prioritize.plugins
+
+    assert traffic.note == "no traffic data yet; connection refused"
+    assert traffic.metric_age_seconds is None
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [("assumedBytesPerPod: -1", "assumedBytesPerPod"), ("herdDecaySeconds: -5", "herdDecaySeconds")],
+)
+def test_negative_herd_args_are_refused_naming_the_field(args: str, field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        load_profiles(profile_yaml(args))
+
+
+def test_missing_policy_accepts_only_neutral_or_fail() -> None:
+    with pytest.raises(ValueError, match="missingPolicy"):
+        load_profiles(profile_yaml("missingPolicy: ignore"))
+
+
+def test_no_binds_is_the_default_context() -> None:
+    assert NO_BINDS.by_node == {}
