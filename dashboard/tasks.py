@@ -7,11 +7,15 @@ database hiccup because nothing else would run it for another hour.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from celery import shared_task
+from django.conf import settings
 from django.db import OperationalError
+from django.utils import timezone
 
+from dashboard.services.audit import cycles_prune
 from dashboard.traffic.services import traffic_refresh, traffic_refreshes_prune
 from dashboard.traffic.snapshots import query_from_dict
 
@@ -32,3 +36,17 @@ def prefetch_traffic(query: dict[str, Any]) -> None:
 )
 def prune_traffic_refreshes() -> None:
     traffic_refreshes_prune()
+
+
+@shared_task(
+    name="schedlens.prune_cycles",
+    soft_time_limit=1500,
+    time_limit=1800,
+    ignore_result=True,
+    autoretry_for=(OperationalError,),
+    retry_backoff=60,
+    max_retries=3,
+)
+def prune_cycles() -> None:
+    """Retention: cycles older than SCHEDLENS_RETENTION_DAYS go, behind a chain checkpoint."""
+    cycles_prune(older_than=timezone.now() - timedelta(days=settings.SCHEDLENS_RETENTION_DAYS))

@@ -11,6 +11,7 @@ from scheduler_core.profiles import Profile
 PREFETCH_TASK = "schedlens.prefetch_traffic"
 PRUNE_TASK = "schedlens.prune_traffic_refreshes"
 PRUNE_EVERY_SECONDS = 3600.0
+PRUNE_CYCLES_TASK = "schedlens.prune_cycles"
 
 
 def traffic_beat_schedule(profiles: Mapping[str, Profile], *, refresh_seconds: float) -> dict[str, dict[str, Any]]:
@@ -26,4 +27,6 @@ def traffic_beat_schedule(profiles: Mapping[str, Profile], *, refresh_seconds: f
             "options": {"expires": refresh_seconds},
         }
     schedule["prune-traffic-refreshes"] = {"task": PRUNE_TASK, "schedule": PRUNE_EVERY_SECONDS}
+    # Audit retention (dashboard.services.audit.cycles_prune) runs on the same hourly beat.
+    schedule["prune-cycles"] = {"task": PRUNE_CYCLES_TASK, "schedule": PRUNE_EVERY_SECONDS}
     return schedule

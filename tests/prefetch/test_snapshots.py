@@ -15,7 +15,7 @@ import redis
 
 from dashboard.tasks import prefetch_traffic, prune_traffic_refreshes
 from dashboard.traffic.models import RefreshStatus, TrafficRefresh
-from dashboard.traffic.schedule import PREFETCH_TASK, PRUNE_TASK, traffic_beat_schedule
+from dashboard.traffic.schedule import PREFETCH_TASK, PRUNE_CYCLES_TASK, PRUNE_TASK, traffic_beat_schedule
 from dashboard.traffic.snapshots import Keys, SnapshotStore, query_from_dict, query_key, query_to_dict
 from dashboard.traffic.view import RedisTrafficView
 from scheduler_core.binding import SimulatedBinder
@@ -189,6 +189,7 @@ def test_the_beat_schedule_has_one_prefetch_per_distinct_query_every_refresh_int
     assert {q.device_name for q in queried} == {"eth0", "lo"}, "profiles share the eth0 snapshot"
     assert all(e["schedule"] == 15.0 and e["options"] == {"expires": 15.0} for e in prefetches)
     assert [e["task"] for e in schedule.values()].count(PRUNE_TASK) == 1
+    assert [e["task"] for e in schedule.values()].count(PRUNE_CYCLES_TASK) == 1, "audit retention runs too"
 
 
 def test_the_celery_app_schedules_the_configured_profiles_queries() -> None:
