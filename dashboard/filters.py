@@ -20,6 +20,7 @@ from django_filters import rest_framework as filters
 from django_filters.fields import IsoDateTimeField
 
 from dashboard.models import NodeMode, NodeTally, Outcome, SchedulingCycle
+from dashboard.traffic.models import RefreshStatus, TrafficRefresh
 
 NODE_NAME = RegexValidator(
     r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$",
@@ -109,4 +110,15 @@ class NodeFilterSet(filters.FilterSet):
 
     class Meta:
         model = NodeTally
+        fields: list[str] = []
+
+
+class TrafficRefreshFilterSet(filters.FilterSet):
+    query_key = filters.CharFilter(field_name="query_key", label="The query's key (names its Redis snapshot)")
+    status = filters.ChoiceFilter(field_name="status", choices=RefreshStatus.choices, label="Refresh status")
+    started_after = UtcDateTimeFilter(field_name="started_at", lookup_expr="gte", label="Started at or after")
+    started_before = UtcDateTimeFilter(field_name="started_at", lookup_expr="lt", label="Started before")
+
+    class Meta:
+        model = TrafficRefresh
         fields: list[str] = []

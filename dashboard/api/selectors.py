@@ -11,6 +11,7 @@ from django.db.models import Prefetch, QuerySet
 
 from dashboard.extender.runtime import load_runtime_profiles
 from dashboard.models import NodeTally, SchedulingCycle, VerbCall
+from dashboard.traffic.models import TrafficRefresh
 from scheduler_core.explain import Explanation, explain
 from scheduler_core.profiles import ProfileError
 
@@ -74,6 +75,16 @@ def cycle_export_queryset() -> QuerySet[SchedulingCycle]:
 
 def node_list() -> QuerySet[NodeTally]:
     return NodeTally.objects.all()
+
+
+def traffic_refresh_list() -> QuerySet[TrafficRefresh]:
+    """Refresh runs without their per-node values (those are the snapshots)."""
+    return TrafficRefresh.objects.defer("bytes_by_node")
+
+
+def traffic_snapshot_list() -> QuerySet[TrafficRefresh]:
+    """The refreshes whose per-node values were kept (one per history interval): traffic over time."""
+    return TrafficRefresh.objects.filter(bytes_by_node__isnull=False)
 
 
 # --- profiles ---------------------------------------------------------------------------------------

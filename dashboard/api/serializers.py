@@ -11,6 +11,7 @@ from rest_framework import serializers
 
 from dashboard.api.selectors import cycle_explanation
 from dashboard.models import NodeTally, SchedulingCycle, VerbCall
+from dashboard.traffic.models import TrafficRefresh
 
 # --- explanation (mirrors scheduler_core.explain) ---------------------------------------------------
 
@@ -199,3 +200,34 @@ class VerifyQuerySerializer(serializers.Serializer[Any]):
     after_id = serializers.IntegerField(
         required=False, min_value=0, max_value=2**63 - 1, help_text="Verify only the calls after this one."
     )
+
+
+_REFRESH_FIELDS = [
+    "id",
+    "query_key",
+    "query",
+    "source",
+    "started_at",
+    "finished_at",
+    "duration_ms",
+    "status",
+    "error",
+    "nodes_matched",
+    "nodes_without_metrics",
+    "unmatched_series",
+    "worker",
+]
+
+
+class TrafficRefreshSerializer(serializers.ModelSerializer[TrafficRefresh]):
+    class Meta:
+        model = TrafficRefresh
+        fields = _REFRESH_FIELDS
+        read_only_fields = fields
+
+
+class TrafficSnapshotSerializer(serializers.ModelSerializer[TrafficRefresh]):
+    class Meta:
+        model = TrafficRefresh
+        fields = [*_REFRESH_FIELDS, "bytes_by_node"]
+        read_only_fields = fields

@@ -14,6 +14,8 @@ router = SimpleRouter()
 router.register("cycles", views.CycleViewSet, basename="cycle")
 router.register("nodes", views.NodeViewSet, basename="node")
 router.register("profiles", views.ProfileViewSet, basename="profile")
+router.register("traffic/refreshes", views.TrafficRefreshViewSet, basename="traffic-refresh")
+router.register("traffic/snapshots", views.TrafficSnapshotViewSet, basename="traffic-snapshot")
 
 urlpatterns = [
     path("v1/cycles/export.csv", views.CycleCsvExport.as_view({"get": "export"}), name="cycle-export-csv"),

@@ -35,14 +35,17 @@ from dashboard.api.serializers import (
     ExplanationSerializer,
     NodeSerializer,
     ProfileSerializer,
+    TrafficRefreshSerializer,
+    TrafficSnapshotSerializer,
     VerifyQuerySerializer,
     WhyQuerySerializer,
     WhySerializer,
 )
 from dashboard.api.throttling import ScopedThrottle
-from dashboard.filters import CycleFilterSet, NodeFilterSet
+from dashboard.filters import CycleFilterSet, NodeFilterSet, TrafficRefreshFilterSet
 from dashboard.models import NodeTally, SchedulingCycle, VerbCall
 from dashboard.services.audit import audit_chain_verify
+from dashboard.traffic.models import TrafficRefresh
 
 ERRORS = {
     400: OpenApiResponse(ErrorSerializer, description="A query parameter was refused (named in `field`)."),
@@ -208,6 +211,37 @@ class NodeViewSet(ReadOnlyModelViewSet[NodeTally]):
 
     def get_queryset(self) -> QuerySet[NodeTally]:
         return selectors.node_list()
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="Traffic refresh runs, newest first", responses={200: TrafficRefreshSerializer, **ERRORS}
+    ),
+    retrieve=extend_schema(summary="One refresh run", responses={200: TrafficRefreshSerializer, **ERRORS, **NOT_FOUND}),
+)
+class TrafficRefreshViewSet(ReadOnlyModelViewSet[TrafficRefresh]):
+    serializer_class = TrafficRefreshSerializer
+    filterset_class = TrafficRefreshFilterSet
+    pagination_class = CycleCursorPagination  # keyset on (started_at, id), like cycles
+
+    def get_queryset(self) -> QuerySet[TrafficRefresh]:
+        return selectors.traffic_refresh_list()
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="Recorded traffic snapshots (bytes per node), newest first",
+        responses={200: TrafficSnapshotSerializer, **ERRORS},
+    ),
+    retrieve=extend_schema(summary="One snapshot", responses={200: TrafficSnapshotSerializer, **ERRORS, **NOT_FOUND}),
+)
+class TrafficSnapshotViewSet(ReadOnlyModelViewSet[TrafficRefresh]):
+    serializer_class = TrafficSnapshotSerializer
+    filterset_class = TrafficRefreshFilterSet
+    pagination_class = CycleCursorPagination
+
+    def get_queryset(self) -> QuerySet[TrafficRefresh]:
+        return selectors.traffic_snapshot_list()
 
 
 class ProfileViewSet(ViewSet):
