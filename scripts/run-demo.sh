@@ -15,6 +15,7 @@ export SCHEDLENS_CONFIG=${SCHEDLENS_CONFIG:-$PWD/deploy/profiles.demo.yaml}
 export SCHEDLENS_BIND_MODE=${SCHEDLENS_BIND_MODE:-simulated}
 
 "$PY" manage.py migrate --noinput
+"$PY" manage.py collectstatic --noinput -v0
 "$PY" manage.py ensure_demo_user   # demo/demo, refused unless SCHEDLENS_BIND_MODE=simulated
 "$PY" manage.py simulate --nodes "$DEMO_NODES" --write-cluster "$SCHEDLENS_CLUSTER_FILE"
 
