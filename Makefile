@@ -42,6 +42,11 @@ pytest:
 	REDIS_URL=$${TEST_REDIS_URL:-redis://127.0.0.1:6379/15} \
 	$(VENV)/bin/pytest
 
+BENCH ?= --quick
+bench: install services ## the benchmark suite (BENCH=--full for the 10-minute sustained run and 1,000,000 cycles) → benchmarks/results.md
+	$(VENV)/bin/pip install --quiet -e '.[bench]'
+	$(PY) benchmarks/suite.py $(BENCH)
+
 worker: install ## a Celery worker for the traffic prefetch (SCHEDLENS_TRAFFIC_BACKEND=redis; needs Redis at REDIS_URL)
 	$(VENV)/bin/celery -A dashboard worker --loglevel=INFO
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from dashboard.packing import PackedJSONField
+
 
 class Outcome(models.TextChoices):
     PENDING = "pending", "Pending"
@@ -71,8 +73,9 @@ class VerbCall(models.Model):
     http_status = models.PositiveSmallIntegerField()
     error = models.TextField(blank=True)
     server = models.CharField(max_length=128, blank=True)
-    record = models.JSONField(default=dict, help_text="The plugins' verdicts and scores (columnar).")
-    response = models.JSONField(null=True, blank=True, help_text="The JSON answered to kube-scheduler.")
+    # Large values are stored packed (zstd) by the ingester and read back as they were: dashboard.packing.
+    record = PackedJSONField(default=dict, help_text="The plugins' verdicts and scores (columnar).")
+    response = PackedJSONField(null=True, blank=True, help_text="The JSON answered to kube-scheduler.")
     chain_hash = models.CharField(
         max_length=64,
         blank=True,

@@ -12,10 +12,42 @@ from dashboard.env import env_bool, env_choice, env_float, env_int, env_list, en
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("SCHEDLENS_VAR_DIR", str(BASE_DIR / "var")))
 
+
+def env_secret(name: str, default: str) -> str:
+    """A secret from ``NAME``, or from the file ``NAME_FILE`` names (a mounted Kubernetes Secret); never from code."""
+    path = env_str(f"{name}_FILE")
+    if path:
+        try:
+            return Path(path).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE={path!r} cannot be read: {exc}") from None
+    return env_str(name, default)
+
+
 DEBUG = env_bool("DJANGO_DEBUG", False)
-# The demo key is only for a bare checkout; production must set DJANGO_SECRET_KEY (check --deploy says so).
-SECRET_KEY = env_str("DJANGO_SECRET_KEY", "django-insecure-schedlens-demo-key-set-DJANGO_SECRET_KEY-in-production")
+# The demo key is only for a bare checkout; production sets DJANGO_SECRET_KEY or DJANGO_SECRET_KEY_FILE
+# (`manage.py check --deploy` fails on this one: it starts with "django-insecure").
+SECRET_KEY = env_secret("DJANGO_SECRET_KEY", "django-insecure-schedlens-demo-key-set-DJANGO_SECRET_KEY-in-production")
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+
+# --- behind TLS (SCHEDLENS_HTTPS=true): secure cookies, HSTS, http -> https for browsers ------------------------
+SCHEDLENS_HTTPS = env_bool("SCHEDLENS_HTTPS", False)
+"""The dashboard and API are reached over https (gunicorn's own TLS, or a TLS-terminating proxy)."""
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SCHEDLENS_HTTPS
+SECURE_HSTS_SECONDS = env_int("SCHEDLENS_HSTS_SECONDS", 31_536_000) if SCHEDLENS_HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+SECURE_HSTS_PRELOAD = env_bool("SCHEDLENS_HSTS_PRELOAD", True)
+"""Only sends the ``preload`` token: nothing is submitted to browsers' preload lists unless the domain's owner does."""
+SECURE_SSL_REDIRECT = env_bool("SCHEDLENS_SSL_REDIRECT", SCHEDLENS_HTTPS)
+# Machine endpoints are never redirected: Go's client turns a redirected POST into a GET (protocol doc §2.2), and
+# probes and scrapers do not follow redirects; they get TLS from gunicorn itself (SCHEDLENS_TLS_CERT) when used.
+SECURE_REDIRECT_EXEMPT = [r"^extender/", r"^healthz$", r"^readyz$", r"^metrics$"]
+if env_bool("SCHEDLENS_TRUST_X_FORWARDED_PROTO", False):
+    # Only behind a proxy that sets X-Forwarded-Proto itself (and strips the client's): otherwise it is forgeable.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = CSRF_COOKIE_SAMESITE = "Lax"
+X_FRAME_OPTIONS = "DENY"
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -68,11 +100,23 @@ TEMPLATES = [
 
 DATABASES = {
     "default": dj_database_url.parse(
-        env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'schedlens.sqlite3'}"),
+        env_secret("DATABASE_URL", f"sqlite:///{VAR_DIR / 'schedlens.sqlite3'}"),
         # Verbs never open a transaction; the ingester batches its own.
         conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60),
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Only the ingester, the dashboard and the API use the database (never a verb). A server that stops answering
+    # must not hold them forever: give up connecting after 5 s, and let TCP keepalives end a connection whose
+    # peer vanished (libpq's defaults wait indefinitely). Options in DATABASE_URL's query string win.
+    DATABASES["default"]["OPTIONS"] = {
+        "connect_timeout": 5,
+        "keepalives": 1,
+        "keepalives_idle": 30,
+        "keepalives_interval": 10,
+        "keepalives_count": 3,
+        **DATABASES["default"].get("OPTIONS", {}),
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"
@@ -162,6 +206,13 @@ SCHEDLENS_SPOOL_DIR = Path(env_str("SCHEDLENS_SPOOL_DIR", str(VAR_DIR / "spool")
 SCHEDLENS_INGEST_IN_PROCESS = env_bool("SCHEDLENS_INGEST_IN_PROCESS", True)
 """Drain the spool from a thread of each web process; turn off when a separate ``ingest_spool`` runs."""
 SCHEDLENS_INGEST_INTERVAL = env_float("SCHEDLENS_INGEST_INTERVAL", 0.5)
+SCHEDLENS_SPOOL_FAILURE = env_choice("SCHEDLENS_SPOOL_FAILURE", "fail", ("fail", "answer"))
+"""When a record cannot be spooled (disk full): ``fail`` answers 503 (kube-scheduler's ``ignorable`` decides);
+``answer`` answers anyway. Both log the record at ERROR and count ``schedlens_spool_append_failures_total``."""
+SCHEDLENS_ANSWER_CONFIRM_SECONDS = env_float("SCHEDLENS_ANSWER_CONFIRM_SECONDS", 60.0)
+"""A record whose answer was not confirmed written after this long is stored as a failed call ("answer not
+confirmed"): the process died, or the client was gone, between recording and answering. Well above
+kube-scheduler's extender timeout (5 s) so a slow reader of a large answer is not mistaken for one."""
 SCHEDLENS_MAX_BODY_BYTES = env_int("SCHEDLENS_MAX_BODY_BYTES", 256 * 1024 * 1024)
 """Full-Nodes mode at 1000+ nodes sends tens of MB; Django's 2.5 MiB default would refuse it."""
 PROMETHEUS_URL = env_str("PROMETHEUS_URL")
@@ -179,7 +230,7 @@ SCHEDLENS_SCHEDULER_NAMES = env_list("SCHEDLENS_SCHEDULER_NAMES", ["schedlens-sc
 """``watch_placements`` follows pods with these ``spec.schedulerName`` values and their FailedScheduling events."""
 SCHEDLENS_BIND_MODE = env_choice("SCHEDLENS_BIND_MODE", "kubernetes", ("kubernetes", "simulated"))
 """``simulated`` records binds without an API server: for the demo only, never for a real cluster."""
-REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = env_secret("REDIS_URL", "redis://127.0.0.1:6379/0")
 SCHEDLENS_TRAFFIC_BACKEND = env_choice("SCHEDLENS_TRAFFIC_BACKEND", "inprocess", ("inprocess", "redis"))
 """``inprocess``: each web process refreshes its own snapshots (no external service, ``make run``); ``redis``:
 Celery workers refresh one snapshot per query into Redis and every replica reads it (production)."""
@@ -209,6 +260,17 @@ CELERY_BROKER_CONNECTION_MAX_RETRIES = None  # keep reconnecting while Redis is 
 CELERY_TASK_DEFAULT_QUEUE = env_str("SCHEDLENS_CELERY_QUEUE", "schedlens")
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# A message whose worker died mid-task is redelivered; one that killed its worker this many times is parked in a
+# dead-letter list in Redis (dashboard/celery.py), not redelivered forever.
+SCHEDLENS_CELERY_MAX_DELIVERIES = env_int("SCHEDLENS_CELERY_MAX_DELIVERIES", 3)
+_visibility = env_float("SCHEDLENS_CELERY_VISIBILITY_TIMEOUT_SECONDS", 300.0)
+# Redis gives an unacknowledged message (its whole worker was killed) to another worker after this long: well above
+# the task time limit (60 s) so a running task is never handed out twice, far below kombu's default hour.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": _visibility,
+    "unacked_restore_interval": max(1, min(10, int(_visibility))),
+    "unacked_restore_throttle": 1,
+}
 CELERY_TASK_TIME_LIMIT = 60
 CELERY_TASK_SOFT_TIME_LIMIT = 45
 CELERY_TASK_IGNORE_RESULT = True  # tasks leave rows (TrafficRefresh), not results

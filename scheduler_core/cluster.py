@@ -6,8 +6,9 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Protocol
 
 import msgspec
@@ -24,8 +25,12 @@ def is_extended_resource(name: str) -> bool:
     return "/" in name and not name.startswith(("kubernetes.io/", "requests.")) and ".kubernetes.io/" not in name
 
 
+@lru_cache(maxsize=1 << 16)
 def normalize_image(name: str) -> str:
     """Compare images the way the container runtime names them.
+
+    Cached: a node lists dozens of images and a full-Nodes call carries every node, so the same few hundred
+    names are normalized thousands of times per call (two thirds of a 1000-node filter before the cache).
 
     kubelet reports ``docker.io/library/nginx:1.25.4`` where the pod says ``nginx:1.25.4``; upstream
     ImageLocality only adds ``:latest`` and so misses such short names. A digest reference is kept as is.
@@ -99,8 +104,8 @@ def pod_info(pod: wire.Pod) -> PodInfo:
 
 
 def node_info(node: wire.Node) -> NodeInfo:
-    images = {normalize_image(n) for image in node.status.images or () for n in image.names or ()}
-    return NodeInfo(name=node.metadata.name, labels=node.metadata.labels or {}, images=frozenset(images))
+    images = frozenset(map(normalize_image, [n for image in node.status.images or () for n in image.names or ()]))
+    return NodeInfo(name=node.metadata.name, labels=node.metadata.labels or {}, images=images)
 
 
 class NodeResourcesError(ValueError):
@@ -140,6 +145,21 @@ def knows_all_nodes(view: ClusterView) -> bool:
     return bool(getattr(view, "knows_all_nodes", False))
 
 
+def node_lookup(view: ClusterView) -> Callable[[str], NodeInfo | None]:
+    """``view.node``, or a faster equivalent for looking up every candidate of one call (a dict's ``get``).
+
+    One call sees one state of the view: a file view re-read in the middle of a call cannot mix two files.
+    """
+    lookup = getattr(view, "node_lookup", None)
+    return lookup() if callable(lookup) else view.node
+
+
+def resources_lookup(view: ClusterView) -> Callable[[str], NodeResourcesSpec | None]:
+    """``view.node_resources``, or a faster equivalent for one call (see :func:`node_lookup`)."""
+    lookup = getattr(view, "resources_lookup", None)
+    return lookup() if callable(lookup) else view.node_resources
+
+
 class StaticCluster:
     """An immutable in-memory cluster view (tests, the simulator, a file)."""
 
@@ -159,6 +179,12 @@ class StaticCluster:
 
     def node_names(self) -> list[str]:
         return list(self._nodes)
+
+    def node_lookup(self) -> Callable[[str], NodeInfo | None]:
+        return self._nodes.get
+
+    def resources_lookup(self) -> Callable[[str], NodeResourcesSpec | None]:
+        return self._node_resources.get
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any]) -> StaticCluster:
@@ -207,3 +233,9 @@ class FileCluster:
 
     def node_names(self) -> list[str]:
         return self._current().node_names()
+
+    def node_lookup(self) -> Callable[[str], NodeInfo | None]:
+        return self._current().node_lookup()
+
+    def resources_lookup(self) -> Callable[[str], NodeResourcesSpec | None]:
+        return self._current().resources_lookup()

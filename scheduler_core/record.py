@@ -1,7 +1,8 @@
 """The record of one verb call: what was asked, what every plugin said, what was answered.
 
 Columnar on purpose (one list per quantity, aligned with ``nodes``): a 1000-node cycle stays a few tens
-of KB before compression instead of a thousand rows or objects.
+of KB before compression instead of a thousand rows or objects. Structs are ``gc=False`` (they hold only
+builtins, never a cycle), so a record does not add to the cyclic collector's work on the verb path.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ Verb = Literal["filter", "prioritize", "bind", "preempt"]
 NodeMode = Literal["names", "nodes", ""]
 
 
-class FilterRecord(msgspec.Struct, omit_defaults=True):
+class FilterRecord(msgspec.Struct, omit_defaults=True, gc=False):
     nodes: list[str]
     """Candidates in the order kube-scheduler sent them."""
     passed: list[str]
@@ -29,7 +30,7 @@ class FilterRecord(msgspec.Struct, omit_defaults=True):
     metric_note: str = ""
 
 
-class PluginScores(msgspec.Struct, omit_defaults=True):
+class PluginScores(msgspec.Struct, omit_defaults=True, gc=False):
     name: str
     weight: int
     scores: list[float]
@@ -44,7 +45,7 @@ class PluginScores(msgspec.Struct, omit_defaults=True):
     metric_age_seconds: float | None = None
 
 
-class PrioritizeRecord(msgspec.Struct, omit_defaults=True):
+class PrioritizeRecord(msgspec.Struct, omit_defaults=True, gc=False):
     nodes: list[str]
     plugins: list[PluginScores]
     final: list[float]
@@ -53,14 +54,14 @@ class PrioritizeRecord(msgspec.Struct, omit_defaults=True):
     """``final`` on the extender's 0..10 scale (rounded half up): what kube-scheduler received."""
 
 
-class BindRecord(msgspec.Struct, omit_defaults=True):
+class BindRecord(msgspec.Struct, omit_defaults=True, gc=False):
     node: str
     detail: str = ""
     api_status: int | None = None
     simulated: bool = False
 
 
-class PreemptRecord(msgspec.Struct, omit_defaults=True):
+class PreemptRecord(msgspec.Struct, omit_defaults=True, gc=False):
     candidates: list[str]
     kept: list[str]
     dropped: dict[str, str] = msgspec.field(default_factory=dict)
@@ -70,7 +71,7 @@ def _null() -> msgspec.Raw:
     return msgspec.Raw(b"null")
 
 
-class VerbEvent(msgspec.Struct, omit_defaults=True):
+class VerbEvent(msgspec.Struct, omit_defaults=True, gc=False):
     """One verb call, as appended to the spool and folded into a scheduling cycle by the ingester."""
 
     event_id: str

@@ -9,16 +9,20 @@ them. A call that arrives before its ``filter`` opens a cycle the ``filter`` lat
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
-from django.db import connection, transaction
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection, transaction
 
 from dashboard.models import NodeMode, Outcome, SchedulingCycle, VerbCall
+from dashboard.packing import pack
 from dashboard.services.audit import audit_chain_open
-from dashboard.spool import Spool
+from dashboard.services.storable import event_storable
+from dashboard.spool import Spool, SpoolRow
 from scheduler_core.record import VerbEvent, decode_event
 
 log = logging.getLogger(__name__)
@@ -44,19 +48,102 @@ def _record_of(event: VerbEvent) -> dict[str, Any]:
     return record
 
 
-def _find_cycle(event: VerbEvent, at: datetime) -> SchedulingCycle | None:
-    if not event.pod_uid:
-        return None  # A refused request that named no pod stands alone.
-    same_pod = SchedulingCycle.objects.filter(pod_uid=event.pod_uid)
-    if event.verb == "filter":
-        # Only a cycle opened just now by an early prioritize/bind, still without a filter, can take it.
-        candidates = same_pod.filter(started_at__gte=at - CLOCK_SKEW, started_at__lte=at + EARLY_CALL_WINDOW)
-    else:
-        candidates = same_pod.filter(started_at__gte=at - JOIN_WINDOW, started_at__lte=at + CLOCK_SKEW)
+class _Batch:
+    """The cycles one ingest batch may touch, in memory: one query finds them, one more their verbs.
+
+    Matches exactly what a query per event would (``_find_cycle`` before batching): the same windows, the same
+    exclusions, newest first with the id as tie-breaker; cycles opened earlier in the batch take part too, with
+    ids above every stored one in the order they were opened.
+    """
+
+    def __init__(self, events: Sequence[VerbEvent]) -> None:
+        self.by_uid: dict[str, list[SchedulingCycle]] = {}
+        self.verbs: dict[int, set[str]] = {}
+        self.calls: dict[int, list[VerbCall]] = {}
+        """Calls per cycle (by ``id(cycle)``), loaded only for stored cycles the batch adds a call to."""
+        self.order: dict[int, int] = {}
+        """``id(cycle)`` → the id the query would order by (stored id, or above them for a new cycle)."""
+        self._next_new = 1 << 62
+        uids = sorted({e.pod_uid for e in events if e.pod_uid})
+        if not uids:
+            return
+        earliest = _when(min(e.started_at for e in events)) - JOIN_WINDOW
+        latest = _when(max(e.started_at for e in events)) + EARLY_CALL_WINDOW
+        stored = list(
+            SchedulingCycle.objects.filter(pod_uid__in=uids, started_at__gte=earliest, started_at__lte=latest)
+        )
+        verbs = VerbCall.objects.filter(cycle_id__in=[c.id for c in stored]).values_list("cycle_id", "verb")
+        by_id: dict[int, set[str]] = {}
+        for cycle_id, verb in verbs:
+            by_id.setdefault(cycle_id, set()).add(verb)
+        for cycle in stored:
+            self._add(cycle, cycle.id, by_id.get(cycle.id, set()))
+
+    def _add(self, cycle: SchedulingCycle, order: int, verbs: set[str]) -> None:
+        self.by_uid.setdefault(cycle.pod_uid, []).append(cycle)
+        self.verbs[id(cycle)] = verbs
+        self.order[id(cycle)] = order
+
+    def find(self, event: VerbEvent, at: datetime) -> SchedulingCycle | None:
+        if not event.pod_uid:
+            return None  # A refused request that named no pod stands alone.
+        if event.verb == "filter":
+            # Only a cycle opened just now by an early prioritize/bind, still without a filter, can take it.
+            low, high = at - CLOCK_SKEW, at + EARLY_CALL_WINDOW
+        else:
+            low, high = at - JOIN_WINDOW, at + CLOCK_SKEW
         # A bound pod is not scheduled again: a later prioritize or preempt belongs to a new attempt.
-        if event.verb in {"prioritize", "preempt"}:
-            candidates = candidates.exclude(outcome=Outcome.BOUND)
-    return candidates.exclude(calls__verb=event.verb).order_by("-started_at", "-id").first()
+        skip_bound = event.verb in {"prioritize", "preempt"}
+        candidates = [
+            c
+            for c in self.by_uid.get(event.pod_uid, ())
+            if low <= c.started_at <= high
+            and not (skip_bound and c.outcome == Outcome.BOUND)
+            and event.verb not in self.verbs[id(c)]
+        ]
+        if not candidates:
+            return None
+        return max(candidates, key=lambda c: (c.started_at, self.order[id(c)]))
+
+    def open(self, cycle: SchedulingCycle) -> None:
+        self._add(cycle, self._next_new, set())
+        self._next_new += 1
+        self.calls[id(cycle)] = []
+
+    def calls_of(self, cycle: SchedulingCycle) -> list[VerbCall]:
+        calls = self.calls.get(id(cycle))
+        if calls is None:  # a stored cycle: its stored calls, once
+            calls = self.calls[id(cycle)] = list(cycle.calls.all())
+        return calls
+
+    def join(self, cycle: SchedulingCycle, call: VerbCall) -> None:
+        calls = self.calls_of(cycle)
+        calls.append(call)
+        # The order ``cycle.calls.all()`` would give (started_at, id): new calls get ids above the stored ones.
+        calls.sort(key=lambda c: (c.started_at, c.pk if c.pk is not None else 1 << 62))
+        self.verbs[id(cycle)].add(call.verb)
+
+
+_SUMMARY_FIELDS = [
+    "pod_namespace",
+    "pod_name",
+    "started_at",
+    "finished_at",
+    "filter_ms",
+    "prioritize_ms",
+    "bind_ms",
+    "preempt_ms",
+    "error",
+    "node_mode",
+    "metric_age_seconds",
+    "candidate_count",
+    "feasible_count",
+    "candidate_nodes",
+    "preferred_node",
+    "outcome",
+    "chosen_node",
+]
+"""What ``_summarize`` (and a late pod name) may change on a stored cycle."""
 
 
 def _summarize(cycle: SchedulingCycle, calls: Sequence[VerbCall]) -> None:
@@ -106,7 +193,11 @@ def _summarize(cycle: SchedulingCycle, calls: Sequence[VerbCall]) -> None:
 
 
 def cycles_ingest_events(*, events: Iterable[VerbEvent]) -> int:
-    """Fold events into cycles in one transaction; events already ingested are skipped. Returns new calls."""
+    """Fold events into cycles in one transaction; events already ingested are skipped. Returns new calls.
+
+    A handful of queries per batch whatever its size (the cycles it may join, their verbs, new cycles, new
+    calls, summaries), never one per event; large records and answers are packed (``dashboard.packing``).
+    """
     ordered = sorted(events, key=lambda e: e.started_at)
     if not ordered:
         return 0
@@ -114,20 +205,31 @@ def cycles_ingest_events(*, events: Iterable[VerbEvent]) -> int:
         # Taken first: serializes ingesters, so the hash chain follows id order (dashboard.services.audit).
         chain = audit_chain_open()
         if connection.vendor == "postgresql":
-            # Replicas ingest concurrently: serialize per pod so two of them cannot both open a cycle.
-            with connection.cursor() as cursor:
-                for uid in sorted({e.pod_uid for e in ordered if e.pod_uid}):
-                    cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [uid])
+            # Replicas ingest concurrently: serialize per pod so two of them cannot both open a cycle. One round
+            # trip, the locks taken in sorted order (every ingester sorts alike, so none waits in a cycle).
+            uids = sorted({e.pod_uid for e in ordered if e.pod_uid})
+            if uids:
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "SELECT count(pg_advisory_xact_lock(hashtext(u))) FROM unnest(%s::text[]) AS u", [uids]
+                    )
         seen = set(
             VerbCall.objects.filter(event_id__in=[e.event_id for e in ordered]).values_list("event_id", flat=True)
         )
-        added = 0
+        fresh = []
         for event in ordered:
-            if event.event_id in seen:
-                continue
-            seen.add(event.event_id)
+            if event.event_id not in seen:
+                seen.add(event.event_id)
+                fresh.append(event)
+        if not fresh:
+            return 0
+        batch = _Batch(fresh)
+        new_cycles: list[SchedulingCycle] = []
+        touched: dict[int, SchedulingCycle] = {}
+        joined: list[tuple[SchedulingCycle, VerbCall]] = []
+        for event in fresh:
             at = _when(event.started_at)
-            cycle = _find_cycle(event, at)
+            cycle = batch.find(event, at)
             if cycle is None:
                 cycle = SchedulingCycle(
                     pod_namespace=event.pod_namespace,
@@ -137,11 +239,13 @@ def cycles_ingest_events(*, events: Iterable[VerbEvent]) -> int:
                     started_at=at,
                     finished_at=at,
                 )
-                cycle.save()
+                batch.open(cycle)
+                new_cycles.append(cycle)
+            elif cycle.pk is not None:
+                touched[cycle.pk] = cycle
             if event.pod_name and not cycle.pod_name:
                 cycle.pod_namespace, cycle.pod_name = event.pod_namespace, event.pod_name
             call = VerbCall(
-                cycle=cycle,
                 event_id=event.event_id,
                 verb=event.verb,
                 started_at=at,
@@ -149,40 +253,108 @@ def cycles_ingest_events(*, events: Iterable[VerbEvent]) -> int:
                 http_status=event.http_status,
                 error=event.error,
                 server=event.server,
-                record=_record_of(event),
-                response=msgspec.json.decode(event.response),
+                record=pack(_record_of(event)),
+                response=pack(msgspec.json.decode(event.response)),
             )
-            chain.append(call)  # saves it, sealed into the hash chain
-            _summarize(cycle, list(cycle.calls.all()))
-            cycle.save()
-            added += 1
+            batch.join(cycle, call)
+            _summarize(cycle, batch.calls_of(cycle))
+            joined.append((cycle, call))
+        SchedulingCycle.objects.bulk_create(new_cycles)  # their ids, before the calls that point at them
+        calls = []
+        for cycle, call in joined:
+            call.cycle = cycle
+            chain.seal(call)  # in event order: the chain's order, and (one INSERT below) the ids' order
+            calls.append(call)
+        VerbCall.objects.bulk_create(calls)
+        if touched:
+            SchedulingCycle.objects.bulk_update(list(touched.values()), _SUMMARY_FIELDS)
         chain.close()
-    return added
+    return len(calls)
 
 
-def spool_ingest(*, spool: Spool, batch_size: int = 500, max_batches: int | None = None) -> int:
+ANSWER_NOT_CONFIRMED = (
+    "answer not confirmed: schedlens stopped, or lost the connection, before the answer was written; "
+    "kube-scheduler saw this call fail"
+)
+
+
+def _unconfirmed(event: VerbEvent) -> VerbEvent:
+    error = f"{ANSWER_NOT_CONFIRMED}; {event.error}" if event.error else ANSWER_NOT_CONFIRMED
+    return msgspec.structs.replace(event, error=error)
+
+
+def _settled(spool: Spool, rows: list[SpoolRow], grace_seconds: float) -> list[tuple[SpoolRow, VerbEvent | None]]:
+    """The leading rows ready for the database: stops at a row whose answer is still being written."""
+    ready: list[tuple[SpoolRow, VerbEvent | None]] = []
+    now = time.time()
+    for row in rows:
+        try:
+            event = event_storable(decode_event(row.data), row.data)
+        except msgspec.DecodeError as exc:
+            log.error("spool row %s is not a verb record (%s); set aside in the spool's rejected table", row.id, exc)
+            ready.append((row, None))
+            continue
+        if not row.answered:
+            if now - event.started_at < grace_seconds:
+                break  # the answer is (most likely) being written right now; the next pass takes it
+            log.warning("the answer recorded in spool row %s (%s) was never confirmed written", row.id, event.verb)
+            event = _unconfirmed(event)
+        ready.append((row, event))
+    return ready
+
+
+def _ingest_rows(spool: Spool, ready: list[tuple[SpoolRow, VerbEvent | None]]) -> None:
+    """Ingest in one transaction; if the database refuses the batch's content, row by row, setting aside the rows
+    it refuses (an outage is raised instead: those rows wait in the spool)."""
+    try:
+        cycles_ingest_events(events=[event for _, event in ready if event is not None])
+    except (OperationalError, InterfaceError):
+        raise
+    except Exception:
+        log.warning("an ingest batch was refused; retrying its records one by one", exc_info=True)
+    else:
+        for row, event in ready:
+            if event is None:
+                spool.reject(row.id, "not a verb record")
+        return
+    for row, event in ready:
+        if event is None:
+            spool.reject(row.id, "not a verb record")
+            continue
+        try:
+            cycles_ingest_events(events=[event])
+        except (OperationalError, InterfaceError):
+            raise
+        except Exception as exc:
+            log.error("spool row %s was refused by the database and set aside: %s", row.id, exc, exc_info=True)
+            spool.reject(row.id, f"{type(exc).__name__}: {exc}")
+
+
+def spool_ingest(
+    *, spool: Spool, batch_size: int = 500, max_batches: int | None = None, confirm_grace_seconds: float | None = None
+) -> int:
     """Move records from the spool into the database; safe to run from several processes at once.
 
     Deleting from the spool only after the database commit means a crash in between re-ingests the batch,
-    which the unique ``event_id`` makes harmless. Returns how many records were moved.
+    which the unique ``event_id`` makes harmless. A record whose answer was not confirmed written within
+    ``confirm_grace_seconds`` (``SCHEDLENS_ANSWER_CONFIRM_SECONDS``) is stored as a failed call (see
+    ``dashboard.spool``). Returns how many records left the spool.
     """
+    grace = settings.SCHEDLENS_ANSWER_CONFIRM_SECONDS if confirm_grace_seconds is None else confirm_grace_seconds
     moved = 0
     with spool.ingest_lease() as leased:
         if not leased:
             return 0
         batches = 0
         while max_batches is None or batches < max_batches:
-            rows = spool.read_batch(batch_size)
-            if not rows:
+            rows = spool.read_rows(batch_size)
+            ready = _settled(spool, rows, grace)
+            if not ready:
                 break
-            events = []
-            for row_id, data in rows:
-                try:
-                    events.append(decode_event(data))
-                except msgspec.DecodeError:
-                    log.error("spool row %s is not a verb record; left out of the database", row_id)
-            cycles_ingest_events(events=events)
-            spool.delete_through(rows[-1][0])
-            moved += len(rows)
+            _ingest_rows(spool, ready)
+            spool.delete_through(ready[-1][0].id)
+            moved += len(ready)
             batches += 1
+            if len(ready) < len(rows):
+                break  # held back behind an answer still being written
     return moved

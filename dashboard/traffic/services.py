@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import redis
 from django.conf import settings
 from django.db import DatabaseError
 
@@ -51,14 +52,28 @@ def traffic_refresh(*, query: TrafficQuery) -> TrafficRefresh | None:
     the database write failed (the snapshot, which is what the verbs need, was stored first).
     """
     store = snapshot_store()
-    token = store.acquire_refresh_lock(query, settings.CELERY_TASK_TIME_LIMIT)
-    if token is None:
-        log.info("traffic refresh of %s skipped: another one is running", query_key(query))
-        return None
+    started = time.time()
     try:
-        return _refresh(query, store)
-    finally:
-        store.release_refresh_lock(query, token)
+        token = store.acquire_refresh_lock(query, settings.CELERY_TASK_TIME_LIMIT)
+        if token is None:
+            log.info("traffic refresh of %s skipped: another one is running", query_key(query))
+            return None
+        try:
+            return _refresh(query, store)
+        finally:
+            store.release_refresh_lock(query, token)
+    except redis.RedisError as exc:  # Redis down or refusing writes (maxmemory): the row says so
+        log.warning("traffic refresh of %s could not use redis: %s", query_key(query), exc)
+        return TrafficRefresh.objects.create(
+            query_key=query_key(query),
+            query=query_to_dict(query),
+            started_at=_when(started),
+            finished_at=_when(time.time()),
+            duration_ms=round((time.time() - started) * 1000, 3),
+            status=RefreshStatus.ERROR,
+            error=f"redis: {type(exc).__name__}: {exc}",
+            worker=WORKER_ID,
+        )
 
 
 def _refresh(query: TrafficQuery, store: SnapshotStore) -> TrafficRefresh | None:

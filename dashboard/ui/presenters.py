@@ -179,9 +179,9 @@ def build_decision(
                 points = (
                     value * p["weight"] / total_weight if applicable and total_weight and value is not None else None
                 )
-                candidate.terms.append(
-                    Term(p["name"], p["weight"], value, points, applicable, raw, p.get("notes", {}).get(name, ""))
-                )
+                # A plugin that did not apply says why once, in its note (scheduler_core.engine), as explain reads it.
+                note = p.get("notes", {}).get(name, "") or ("" if applicable else p.get("note", ""))
+                candidate.terms.append(Term(p["name"], p["weight"], value, points, applicable, raw, note))
                 if p["name"] == TRAFFIC_SCORE and candidate.traffic_bytes is None:
                     candidate.traffic_bytes = raw
 

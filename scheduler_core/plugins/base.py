@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, overload
 
 import msgspec
 
@@ -49,6 +49,52 @@ class NodeScore:
     detail: str = ""
     herd_bytes: float = 0.0
     """Bytes assumed on top of ``raw`` for pods bound since the snapshot (see ``scheduler_core.herd``)."""
+
+
+class ScoreColumns(Sequence[NodeScore]):
+    """A score plugin's per-node answer kept as columns, which is what the engine reads.
+
+    At 1000+ nodes, one ``NodeScore`` object per node is most of a plugin's cost; the columns cost one list
+    each. Indexing still gives a ``NodeScore`` (built on demand) so callers that want objects get them.
+    """
+
+    __slots__ = ("details", "herd_bytes", "raws", "values")
+
+    def __init__(
+        self,
+        values: list[float],
+        raws: Sequence[float | None] | None = None,
+        details: Sequence[str] | None = None,
+        herd_bytes: Mapping[int, float] | None = None,
+    ) -> None:
+        self.values = values
+        """0..100 per node."""
+        self.raws = raws
+        """The plugin's raw input per node; None: no node has one."""
+        self.details = details
+        """Why a node scored what it did, per node; None: no node needs a word."""
+        self.herd_bytes = herd_bytes or {}
+        """Node index → bytes assumed for its recent binds (sparse: few nodes have any)."""
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @overload
+    def __getitem__(self, index: int) -> NodeScore: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[NodeScore]: ...
+
+    def __getitem__(self, index: int | slice) -> NodeScore | list[NodeScore]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self.values)))]
+        i = range(len(self.values))[index]
+        return NodeScore(
+            self.values[i],
+            self.raws[i] if self.raws is not None else None,
+            self.details[i] if self.details is not None else "",
+            self.herd_bytes.get(i, 0.0),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import ClassVar
 
-from scheduler_core.cluster import NodeInfo
-from scheduler_core.plugins.base import PASS, CycleContext, NodeScore, PluginArgs, ScoreResult, Verdict
+from scheduler_core.cluster import NodeInfo, resources_lookup
+from scheduler_core.plugins.base import PASS, CycleContext, PluginArgs, ScoreColumns, ScoreResult, Verdict
 
 
 class NodeResourceFitByCRArgs(PluginArgs):
@@ -14,6 +15,7 @@ class NodeResourceFitByCRArgs(PluginArgs):
 
 
 NO_CR = Verdict("no NodeResources object for node", unresolvable=True)
+_name = attrgetter("name")
 
 
 class NodeResourceFitByCR:
@@ -32,9 +34,11 @@ class NodeResourceFitByCR:
 
     def filter(self, ctx: CycleContext, nodes: Sequence[NodeInfo]) -> Sequence[Verdict]:
         wanted = sorted(ctx.pod.extended_resources)
+        specs = list(map(resources_lookup(ctx.cluster), map(_name, nodes)))
+        if not wanted:  # the common pod: only the object's existence matters
+            return [NO_CR if spec is None else PASS for spec in specs]
         verdicts: list[Verdict] = []
-        for node in nodes:
-            spec = ctx.cluster.node_resources(node.name)
+        for spec in specs:
             if spec is None:
                 verdicts.append(NO_CR)
                 continue
@@ -47,16 +51,22 @@ class NodeResourceFitByCR:
 
     def score(self, ctx: CycleContext, nodes: Sequence[NodeInfo]) -> ScoreResult:
         wanted = sorted(ctx.pod.extended_resources)
+        count = len(nodes)
         if not wanted:
-            zero = NodeScore(0.0, None, "pod requests no extended resource")
-            return ScoreResult([zero] * len(nodes), applicable=False, note="pod requests no extended resource")
-        scores: list[NodeScore] = []
-        for node in nodes:
-            spec = ctx.cluster.node_resources(node.name)
+            note = "pod requests no extended resource"
+            return ScoreResult(ScoreColumns([0.0] * count, None, [note] * count), applicable=False, note=note)
+        values: list[float] = []
+        raws: list[float | None] = []
+        details: list[str] = []
+        for spec in map(resources_lookup(ctx.cluster), map(_name, nodes)):
             if spec is None:
-                scores.append(NodeScore(0.0, None, "no NodeResources object for node"))
+                values.append(0.0)
+                raws.append(None)
+                details.append("no NodeResources object for node")
                 continue
-            values = [spec.resources_score.get(r, 0) for r in wanted]
-            mean = sum(values) / len(values)
-            scores.append(NodeScore(min(100.0, max(0.0, mean)), mean))
-        return ScoreResult(scores)
+            scores = [spec.resources_score.get(r, 0) for r in wanted]
+            mean = sum(scores) / len(scores)
+            values.append(min(100.0, max(0.0, mean)))
+            raws.append(mean)
+            details.append("")
+        return ScoreResult(ScoreColumns(values, raws, details))

@@ -12,6 +12,7 @@ import pytest
 from dashboard.models import Outcome, SchedulingCycle, VerbCall
 from dashboard.services.cycles import spool_ingest
 from dashboard.spool import Spool
+from tests.conftest import ingest_everything
 from tests.live_server import LiveServer
 
 JSON = "application/json"
@@ -162,8 +163,8 @@ def test_calls_of_one_cycle_answered_by_two_processes_fold_into_one_cycle(two_re
     _post(replica_b, "bind", binding(the_pod, "node-3"))
 
     # Replica b's spool reaches the database first: its calls wait for the filter of replica a.
-    assert spool_ingest(spool=Spool(tmp_path / "spool-b")) == 2
-    assert spool_ingest(spool=Spool(tmp_path / "spool-a")) == 1
+    assert ingest_everything(Spool(tmp_path / "spool-b")) == 2
+    assert ingest_everything(Spool(tmp_path / "spool-a")) == 1
 
     cycle = SchedulingCycle.objects.get()
     assert cycle.outcome == Outcome.BOUND

@@ -6,10 +6,9 @@ import pytest
 from django.core.management import call_command
 
 from dashboard.models import Outcome, SchedulingCycle
-from dashboard.services.cycles import spool_ingest
 from dashboard.spool import Spool
 from scheduler_core.simulator import ExtenderClient, KubeSchedulerSimulator, make_cluster
-from tests.conftest import REPO
+from tests.conftest import REPO, ingest_everything
 from tests.live_server import LiveServer
 
 
@@ -44,7 +43,7 @@ def test_simulated_pods_are_placed_over_one_connection_and_every_cycle_is_record
     assert len(stats.placements) > 5, "pods spread over the quiet nodes rather than one"
     assert client.connections_opened == 1, "keep-alive: one connection for every call"
 
-    spool_ingest(spool=spool)
+    ingest_everything(spool)
     assert SchedulingCycle.objects.count() == stats.pods
     assert SchedulingCycle.objects.filter(outcome=Outcome.BOUND).count() == stats.bound
     assert SchedulingCycle.objects.filter(outcome=Outcome.UNSCHEDULABLE).count() == stats.unschedulable

@@ -1,0 +1,205 @@
+"""The record path at 1000 nodes: spool append cost, bytes stored per cycle, ingest rate, backlog drain.
+
+Real records: template cycles (filter, prioritize, bind) made by the verbs over the simulator's 1000-node
+cluster, then copied with a new event id, pod UID and time per cycle (so every cycle is its own, like a
+backlog of distinct pods). Everything in process; PostgreSQL on the same machine, a scratch database.
+
+- append: ``Spool.append`` of each encoded record (what a verb adds after answering is built), p50/p99/max;
+- bytes stored per cycle: ``pg_column_size`` of every column of the cycle's calls and of the cycle row, and
+  the tables' total size (heap, TOAST, indexes) per cycle, packed (as ingested now) and plain (as before);
+- ingest: ``spool_ingest`` draining the backlog (read, decode, fold into cycles, chain, commit, delete);
+- drain of a 10-minute outage: the backlog a 10-minute database outage leaves at the sustained rate, divided
+  by the measured ingest rate (the backlog measured here is smaller; both figures are given).
+
+    .venv/bin/python benchmarks/record_path.py --cycles 3000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import REPO, migrate, percentile, recreate_database
+
+DATABASE = "schedlens_bench_record"
+
+
+@dataclass
+class RecordPathResult:
+    cycles: int
+    record_bytes: dict[str, int]
+    append_ms: list[float]
+    stored: dict[str, float]
+    """label → bytes per cycle"""
+    plain_stored: dict[str, float]
+    ingest_seconds: float
+    spool_bytes: int
+
+
+def templates(count: int, nodes: int = 1000) -> list[list[bytes]]:
+    """``count`` real cycles as encoded spool records (filter, prioritize when 2+ nodes pass, bind)."""
+    from scheduler_core.binding import SimulatedBinder
+    from scheduler_core.cluster import StaticCluster
+    from scheduler_core.profiles import load_profiles
+    from scheduler_core.record import encode_event
+    from scheduler_core.simulator import make_cluster, make_pod
+    from scheduler_core.traffic.store import TrafficStore
+    from scheduler_core.traffic.synthetic import SyntheticTrafficSource
+    from scheduler_core.verbs import Extender
+
+    cluster = make_cluster(nodes)
+    view = StaticCluster.from_document(cluster.document())
+    profiles = load_profiles((REPO / "deploy" / "profiles.demo.yaml").read_text())
+    store = TrafficStore()
+    for query in {q for p in profiles.values() for q in p.traffic_queries()}:
+        store.put(SyntheticTrafficSource(view.node_names).fetch(query))
+    extender = Extender(profiles, cluster=view, traffic=store, binder=SimulatedBinder())
+    rng = random.Random(3)
+    out = []
+    for index in range(count):
+        profile = "gpu-aware" if index % 4 == 3 else "default"
+        pod = make_pod(rng)
+        filtered = extender.filter(
+            profile, msgspec.json.encode({"Pod": pod, "Nodes": None, "NodeNames": cluster.node_names})
+        )
+        events = [filtered.event]
+        passed = msgspec.json.decode(filtered.body)["NodeNames"]
+        best = passed[0] if passed else None
+        if len(passed) > 1:
+            body = msgspec.json.encode({"Pod": pod, "Nodes": None, "NodeNames": passed})
+            scored = extender.prioritize(profile, body)
+            events.append(scored.event)
+            best = max(msgspec.json.decode(scored.body), key=lambda h: h["Score"])["Host"]
+        if best is not None:
+            meta = pod["metadata"]
+            bind = {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": best}
+            events.append(extender.bind(profile, msgspec.json.encode(bind)).event)
+        out.append([encode_event(e) for e in events])
+    return out
+
+
+def backlog(cycle_templates: list[list[bytes]], cycles: int, spool_dir: Path) -> tuple[list[float], int]:
+    """Append ``cycles`` cycles to a fresh spool; returns each append's time (ms) and the bytes appended."""
+    from dashboard.spool import Spool
+    from scheduler_core.record import decode_event, encode_event
+
+    spool = Spool(spool_dir)
+    decoded = [[decode_event(raw) for raw in cycle] for cycle in cycle_templates]
+    origin = time.time() - cycles * 0.005 - 60
+    timings: list[float] = []
+    total = 0
+    for n in range(cycles):
+        uid = str(uuid.UUID(int=n + 1))
+        shift = origin + n * 0.005 - decoded[n % len(decoded)][0].started_at
+        for event in decoded[n % len(decoded)]:
+            copy = msgspec.structs.replace(
+                event, event_id=uuid.uuid4().hex, pod_uid=uid, started_at=event.started_at + shift
+            )
+            data = encode_event(copy)
+            started = time.perf_counter()
+            spool.append(data)
+            timings.append((time.perf_counter() - started) * 1000)
+            total += len(data)
+    return timings, total
+
+
+def stored_sizes(cycles: int) -> dict[str, float]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT sum(pg_column_size(record)), sum(pg_column_size(response)), "
+            "sum(pg_column_size(v.*) - pg_column_size(record) - pg_column_size(response)) FROM dashboard_verbcall v"
+        )
+        record, response, other = cursor.fetchone()
+        cursor.execute(
+            "SELECT sum(pg_column_size(c.*)), sum(pg_column_size(candidate_nodes)) FROM dashboard_schedulingcycle c"
+        )
+        cycle_row, candidates = cursor.fetchone()
+        cursor.execute(
+            "SELECT pg_total_relation_size('dashboard_verbcall') + pg_total_relation_size('dashboard_schedulingcycle')"
+        )
+        (on_disk,) = cursor.fetchone()
+    return {
+        "calls: record": record / cycles,
+        "calls: response": response / cycles,
+        "calls: other columns": other / cycles,
+        "cycle row (incl. candidate_nodes)": cycle_row / cycles,
+        "of which candidate_nodes": candidates / cycles,
+        "stored per cycle (columns)": (record + response + other + cycle_row) / cycles,
+        "on disk per cycle (heap + TOAST + indexes)": on_disk / cycles,
+    }
+
+
+def run(cycles: int, size_cycles: int) -> RecordPathResult:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    os.environ["SCHEDLENS_INGEST_IN_PROCESS"] = "false"
+    url = recreate_database(DATABASE)
+    migrate(url)
+    os.environ["DATABASE_URL"] = url
+    import django
+
+    django.setup()
+    from django.db import connection
+
+    from dashboard import packing
+    from dashboard.services.cycles import spool_ingest
+    from dashboard.spool import Spool
+
+    workdir = Path(tempfile.mkdtemp(prefix="schedlens-record-"))
+    cycle_templates = templates(24)
+    sizes = {"filter": 0, "prioritize": 0, "bind": 0}
+    for cycle in cycle_templates:
+        for raw, verb in zip(cycle, ("filter", "prioritize", "bind"), strict=False):
+            sizes[verb] = max(sizes[verb], len(raw))
+
+    def truncate() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("TRUNCATE dashboard_verbcall, dashboard_schedulingcycle, dashboard_nodetally CASCADE")
+
+    # Bytes as stored before packing (plain jsonb, TOAST's pglz), on a small sample.
+    minimum = packing.MIN_PACKED_BYTES
+    packing.MIN_PACKED_BYTES = 1 << 62
+    backlog(cycle_templates, size_cycles, workdir / "plain")
+    spool_ingest(spool=Spool(workdir / "plain"), confirm_grace_seconds=0)
+    plain = stored_sizes(size_cycles)
+    packing.MIN_PACKED_BYTES = minimum
+    truncate()
+
+    appends, spool_bytes = backlog(cycle_templates, cycles, workdir / "spool")
+    spool = Spool(workdir / "spool")
+    started = time.perf_counter()
+    moved = spool_ingest(spool=spool, confirm_grace_seconds=0)
+    ingest_seconds = time.perf_counter() - started
+    assert moved == sum(len(cycle_templates[n % len(cycle_templates)]) for n in range(cycles)), moved
+    stored = stored_sizes(cycles)
+    connection.close()
+    recreate_database(DATABASE, drop_only=True)
+    return RecordPathResult(cycles, sizes, appends, stored, plain, ingest_seconds, spool_bytes)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cycles", type=int, default=3000)
+    parser.add_argument("--size-cycles", type=int, default=300)
+    args = parser.parse_args()
+    result = run(args.cycles, args.size_cycles)
+    print(f"append p50 {percentile(result.append_ms, 50):.3f} p99 {percentile(result.append_ms, 99):.3f} ms")
+    print(f"ingest {result.cycles / result.ingest_seconds:.0f} cycles/s ({result.ingest_seconds:.1f} s)")
+    for label, value in result.stored.items():
+        print(f"{label}: {value / 1024:.1f} KB (plain: {result.plain_stored[label] / 1024:.1f} KB)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""Soak: schedlens as deployed under kube-scheduler-like load for minutes, then every call checked in the database.
+
+gunicorn (``--workers`` × 8 threads, DEBUG off) and ``manage.py ingest_spool --follow`` against a fresh PostgreSQL
+database; the simulator's client (``tests/faults/load.py``: one keep-alive connection per thread, filter →
+prioritize → bind per pod) paced at ``--rate`` pods per second on a bounded schedule that stops by itself after
+``--minutes``. Memory (RSS of each gunicorn worker and of the ingester) and the spool depth are sampled every
+``--sample-every`` seconds. Afterwards, once the spool is drained: every answered call must be in the database
+exactly once, each client thread's calls in the order it made them, and the hash chain must verify.
+
+    .venv/bin/python benchmarks/soak.py --minutes 10 --rate 200 --write benchmarks/results-reliability.md
+
+The database (``--database``, default ``postgres://postgres@127.0.0.1:5432/schedlens_soak``) is dropped and
+created again. Exit status 1 when any check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import urlsplit
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+
+def recreate(database_url: str) -> None:
+    import psycopg
+
+    parts = urlsplit(database_url)
+    name = parts.path.lstrip("/")
+    admin = parts._replace(path="/postgres").geturl()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def section(summary: dict[str, object], args: argparse.Namespace) -> str:
+    ok = (
+        summary["non_2xx"] == 0
+        and summary["records_missing"] == summary["records_extra"] == summary["records_duplicated"] == 0
+        and summary["records_out_of_order"] == 0
+        and summary["chain_ok"]
+    )
+    rows = "\n".join(f"| {key} | {value} |" for key, value in summary.items())
+    return (
+        f"<!-- soak:begin -->\n"
+        f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.node()} ({os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}): `.venv/bin/python benchmarks/soak.py --minutes {args.minutes:g} --rate "
+        f"{args.rate:g} --threads {args.threads} --workers {args.workers} --nodes {args.nodes}` — "
+        f"**{'all checks passed' if ok else 'CHECKS FAILED'}**.\n\n"
+        f"| figure | value |\n| --- | --- |\n{rows}\n"
+        f"<!-- soak:end -->"
+    )
+
+
+def write_section(path: Path, text: str) -> None:
+    current = path.read_text(encoding="utf-8") if path.exists() else "<!-- soak:begin -->\n<!-- soak:end -->\n"
+    start, end = current.index("<!-- soak:begin -->"), current.index("<!-- soak:end -->") + len("<!-- soak:end -->")
+    path.write_text(current[:start] + text + current[end:], encoding="utf-8")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--rate", type=float, default=200.0, help="pods per second")
+    parser.add_argument("--threads", type=int, default=4, help="client connections")
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
+    parser.add_argument("--nodes", type=int, default=50)
+    parser.add_argument("--sample-every", type=float, default=5.0)
+    parser.add_argument("--database", default="postgres://postgres@127.0.0.1:5432/schedlens_soak")
+    parser.add_argument("--write", type=Path, help="replace the soak section of this markdown file")
+    parser.add_argument("--json", type=Path, help="also write the figures and the samples here")
+    args = parser.parse_args()
+
+    recreate(args.database)
+    os.environ["DATABASE_URL"] = args.database
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from tests.faults.soak import run_soak
+
+    call_command("migrate", verbosity=0)
+    workdir = Path(tempfile.mkdtemp(prefix="schedlens-soak-"))
+    print(f"soak: {args.minutes:g} min at {args.rate:g} pods/s; logs in {workdir}", flush=True)
+    report = run_soak(
+        database_url=args.database,
+        workdir=workdir,
+        seconds=args.minutes * 60,
+        rate=args.rate,
+        threads=args.threads,
+        nodes=args.nodes,
+        workers=args.workers,
+        sample_every=args.sample_every,
+        progress=True,
+    )
+    summary = report.summary()
+    print(json.dumps(summary, indent=2))
+    if args.json:
+        samples = [vars(s) for s in report.samples]
+        args.json.write_text(json.dumps({"summary": summary, "samples": samples}, indent=1))
+    if args.write:
+        write_section(args.write, section(summary, args))
+    failed = (
+        report.non_2xx
+        or report.missing
+        or report.extra
+        or report.duplicated
+        or report.out_of_order
+        or not report.chain_ok
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""Make a spooled verb record storable in PostgreSQL whatever the request that produced it contained.
+
+The verbs record what they were sent, and anyone who can reach the extender port can send anything: a profile
+name of 300 characters in the URL, a pod or node name with a NUL byte (valid JSON: ``"\\u0000"``), names longer
+than Kubernetes allows. PostgreSQL refuses NUL in text and jsonb and values longer than a column; one such
+record would fail its ingest batch forever and hold back every record behind it. So, before ingest:
+
+- NUL becomes U+2400 (␀, "symbol for null") in every string and key: visible, and nothing else changes;
+- a value longer than its column, and a node name longer than a Kubernetes name (253), is cut and ends in
+  ``…`` and 12 hex digits of its SHA-256, so two long names that share a prefix stay distinct, and every call
+  of a cycle cuts a name the same way.
+
+Records without either (all of kube-scheduler's) pass through untouched, checked in microseconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import msgspec
+
+from scheduler_core.record import VerbEvent
+
+NUL = "\x00"
+NUL_SHOWN = "\u2400"
+NAME_LIMIT = 253
+"""A Kubernetes object name (DNS subdomain), and the width of every node-name column."""
+TOP_LIMITS = {"pod_namespace": 253, "pod_name": 253, "pod_uid": 64, "profile": 63, "server": 128}
+"""The event's fields stored in columns of that width (``SchedulingCycle``, ``VerbCall``)."""
+
+
+def clip(value: str, limit: int) -> str:
+    if len(value) <= limit:
+        return value
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{value[: limit - 13]}…{digest}"
+
+
+def _without_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace(NUL, NUL_SHOWN)
+    if isinstance(value, list):
+        return [_without_nul(item) for item in value]
+    if isinstance(value, dict):
+        return {_without_nul(key): _without_nul(item) for key, item in value.items()}
+    return value
+
+
+def _names(values: list[str]) -> list[str]:
+    return [clip(value, NAME_LIMIT) for value in values]
+
+
+def _keys(mapping: dict[str, Any]) -> dict[str, Any]:
+    return {clip(key, NAME_LIMIT): value for key, value in mapping.items()}
+
+
+def _node_names(event: VerbEvent) -> list[str]:
+    names: list[str] = []
+    if event.filter is not None:
+        names += event.filter.nodes
+    if event.prioritize is not None:
+        names += event.prioritize.nodes
+    if event.bind is not None:
+        names.append(event.bind.node)
+    if event.preempt is not None:
+        names += event.preempt.candidates
+    return names
+
+
+def _clip_names(event: VerbEvent) -> VerbEvent:
+    replace = msgspec.structs.replace
+    if (part := event.filter) is not None:
+        part = replace(
+            part,
+            nodes=_names(part.nodes),
+            passed=_names(part.passed),
+            unresolvable=_names(part.unresolvable),
+            failures=_keys(part.failures),
+            details=_keys(part.details),
+        )
+        event = replace(event, filter=part)
+    if (scored := event.prioritize) is not None:
+        plugins = [replace(p, notes=_keys(p.notes)) for p in scored.plugins]
+        event = replace(event, prioritize=replace(scored, nodes=_names(scored.nodes), plugins=plugins))
+    if (bound := event.bind) is not None:
+        event = replace(event, bind=replace(bound, node=clip(bound.node, NAME_LIMIT)))
+    if (preempt := event.preempt) is not None:
+        preempt = replace(
+            preempt, candidates=_names(preempt.candidates), kept=_names(preempt.kept), dropped=_keys(preempt.dropped)
+        )
+        event = replace(event, preempt=preempt)
+    return event
+
+
+def event_storable(event: VerbEvent, raw: bytes) -> VerbEvent:
+    """``event`` (decoded from the spool bytes ``raw``) with NUL replaced and over-long names cut (see above)."""
+    if b"\\u0000" in raw:  # msgspec writes every NUL as this escape: no escape, no NUL anywhere
+        fields = {k: v for k, v in msgspec.structs.asdict(event).items() if k != "response"}
+        response = msgspec.json.encode(_without_nul(msgspec.json.decode(event.response)))
+        event = msgspec.convert(_without_nul(msgspec.to_builtins(fields)), VerbEvent)
+        event = msgspec.structs.replace(event, response=msgspec.Raw(response))
+    fields = {name: clip(getattr(event, name), limit) for name, limit in TOP_LIMITS.items()}
+    if any(fields[name] != getattr(event, name) for name in fields):
+        event = msgspec.structs.replace(event, **fields)
+    if any(len(name) > NAME_LIMIT for name in _node_names(event)):
+        event = _clip_names(event)
+    return event

@@ -1,0 +1,141 @@
+"""The spool's disk full or unwritable: the configured behaviour, never a silent drop.
+
+``SCHEDLENS_SPOOL_FAILURE=fail`` (default) answers 503, so kube-scheduler's ``ignorable`` decides;
+``answer`` answers anyway. Both write the whole record to the log at ERROR and count
+``schedlens_spool_append_failures_total``. The disk is a real tmpfs of 1 MiB filled to the last byte (mounting
+needs root; elsewhere these tests are skipped, saying so).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import REGISTRY
+
+from dashboard.extender import runtime as runtime_module
+from scheduler_core.record import decode_event
+from tests.conftest import traffic_store
+from tests.faults.services import Gunicorn, tmpfs
+
+JSON = "application/json"
+
+
+def _can_mount(tmp_path: Path) -> bool:
+    if os.geteuid() != 0:
+        return False
+    try:
+        with tmpfs(tmp_path / "probe", "64k"):
+            return True
+    except subprocess.CalledProcessError:
+        return False
+
+
+@pytest.fixture
+def spool_disk(tmp_path: Path) -> Iterator[Path]:
+    if not _can_mount(tmp_path):
+        pytest.skip("mounting a tmpfs needs root (CAP_SYS_ADMIN)")
+    with tmpfs(tmp_path / "spool-disk", "1m") as path:
+        yield path
+
+
+@contextlib.contextmanager
+def full(disk: Path) -> Iterator[None]:
+    """Fill ``disk`` to the last byte; free it again at exit."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        with contextlib.suppress(OSError):  # ENOSPC: full
+            while True:
+                os.write(fd, b"\0" * 4096)
+    finally:
+        os.close(fd)
+    try:
+        yield
+    finally:
+        filler.unlink()
+
+
+@pytest.fixture
+def runtime(settings, spool_disk: Path, monkeypatch):
+    settings.SCHEDLENS_SPOOL_DIR = spool_disk / "spool"
+    settings.SCHEDLENS_INGEST_IN_PROCESS = False
+    settings.SCHEDLENS_BIND_MODE = "simulated"
+    settings.SCHEDLENS_CONFIG = ""
+    settings.SCHEDLENS_CLUSTER_FILE = ""
+    runtime = runtime_module.Runtime()
+    quiet = traffic_store({"node-1": 4.0e6, "node-2": 1.0e6})
+    runtime.traffic.put(quiet.latest(next(iter(runtime.profiles["default"].traffic_queries()))))
+    runtime.extender.traffic = runtime.traffic
+    monkeypatch.setattr(runtime_module, "_runtime", runtime)
+    return runtime
+
+
+def body(uid: str) -> bytes:
+    pod = {"metadata": {"name": uid, "namespace": "shop", "uid": uid}}
+    return json.dumps({"Pod": pod, "Nodes": None, "NodeNames": ["node-1", "node-2"]}).encode()
+
+
+def failures(policy: str) -> float:
+    return REGISTRY.get_sample_value("schedlens_spool_append_failures_total", {"verb": "filter", "policy": policy}) or 0
+
+
+def spooled_uids(runtime) -> list[str]:
+    return [decode_event(data).pod_uid for _, data in runtime.spool.read_batch(1000)]
+
+
+def test_a_full_spool_disk_fails_the_call_with_503_and_logs_the_whole_record(client, runtime, spool_disk, caplog):
+    assert client.post("/extender/default/filter", body("before"), content_type=JSON).status_code == 200
+    alarms = failures("fail")
+    with full(spool_disk), caplog.at_level(logging.ERROR, logger="dashboard.extender.views"):
+        response = client.post("/extender/default/filter", body("while-full"), content_type=JSON)
+
+        assert response.status_code == 503
+        assert json.loads(response.content) == {"error": "schedlens could not record this call (spool unavailable)"}
+        assert failures("fail") == alarms + 1
+        (logged,) = [r for r in caplog.records if "could not append the filter record" in r.getMessage()]
+        assert '"pod_uid":"while-full"' in logged.getMessage(), "the record itself is in the log"
+        assert "database or disk is full" in logged.exc_text
+
+    assert client.post("/extender/default/filter", body("after"), content_type=JSON).status_code == 200
+    assert spooled_uids(runtime) == ["before", "after"]
+
+
+def test_with_the_answer_policy_the_call_is_answered_and_the_alarm_raised(
+    client, runtime, spool_disk, settings, caplog
+):
+    settings.SCHEDLENS_SPOOL_FAILURE = "answer"
+    alarms = failures("answer")
+    with full(spool_disk), caplog.at_level(logging.ERROR, logger="dashboard.extender.views"):
+        response = client.post("/extender/default/filter", body("while-full"), content_type=JSON)
+
+        assert response.status_code == 200
+        assert json.loads(response.content)["NodeNames"] == ["node-1", "node-2"]
+        assert failures("answer") == alarms + 1
+        assert any('"pod_uid":"while-full"' in r.getMessage() for r in caplog.records)
+    assert spooled_uids(runtime) == []
+
+
+def test_the_alarm_is_exported_on_metrics(client, runtime, spool_disk):
+    with full(spool_disk):
+        client.post("/extender/default/filter", body("while-full"), content_type=JSON)
+    text = client.get("/metrics").content.decode()
+    assert 'schedlens_spool_append_failures_total{policy="fail",verb="filter"}' in text
+
+
+def test_a_spool_that_cannot_be_written_at_all_keeps_the_server_from_starting(
+    tmp_path: Path, spool_disk: Path, production_env: dict[str, str]
+) -> None:
+    readonly = tmp_path / "readonly"
+    with tmpfs(readonly, "64k"):
+        subprocess.run(["mount", "-o", "remount,ro", str(readonly)], check=True)
+        env = {**production_env, "SCHEDLENS_SPOOL_DIR": str(readonly / "spool")}
+        with pytest.raises(RuntimeError) as caught:
+            Gunicorn(env, tmp_path / "gunicorn.log")
+    assert f"the spool at {readonly / 'spool' / 'spool.sqlite3'} cannot be written" in str(caught.value)
