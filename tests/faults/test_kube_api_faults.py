@@ -70,7 +70,14 @@ def cycle(client: ExtenderClient, node: str, uid: str = "uid-1") -> tuple[str, f
 
 
 def recorded(spool_dir: str) -> list[SchedulingCycle]:
-    spool_ingest(spool=Spool(spool_dir))
+    """Ingest the spool, waiting (bounded) for answers still being confirmed; the rest count as unconfirmed."""
+    spool = Spool(spool_dir)
+    deadline = time.monotonic() + 5.0
+    spool_ingest(spool=spool)
+    while spool.depth() and time.monotonic() < deadline:
+        time.sleep(0.01)
+        spool_ingest(spool=spool)
+    spool_ingest(spool=spool, confirm_grace_seconds=0)
     return list(SchedulingCycle.objects.order_by("started_at", "id"))
 
 
