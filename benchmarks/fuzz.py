@@ -128,7 +128,7 @@ def write_section(path: Path, text: str) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--verb-examples", type=int, default=2500, help="hypothesis examples per verb fuzz test (4)")
+    parser.add_argument("--verb-examples", type=int, default=2500, help="hypothesis examples per verb fuzz test (5)")
     parser.add_argument("--api-examples", type=int, default=1000, help="schemathesis examples per API operation")
     parser.add_argument("--write", type=Path, help="replace the fuzz section of this markdown file")
     args = parser.parse_args()

@@ -96,69 +96,146 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
     max_leaves=30,
 )
+
+
+def mostly(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """``strategy`` three times in four, else any JSON value (most bodies should decode; some must not)."""
+    return st.one_of(strategy, strategy, strategy, json_values)
+
+
 pods = st.fixed_dictionaries(
     {},
     optional={
-        "metadata": st.fixed_dictionaries(
-            {},
-            optional={
-                "name": names,
-                "namespace": names,
-                "uid": names,
-                "resourceVersion": names,
-                "labels": st.dictionaries(names, names, max_size=3) | json_values,
-            },
-        )
-        | json_values,
-        "spec": st.fixed_dictionaries(
-            {},
-            optional={
-                "containers": st.lists(
-                    st.fixed_dictionaries(
-                        {},
-                        optional={
-                            "image": names,
-                            "resources": st.fixed_dictionaries(
-                                {}, optional={"requests": st.dictionaries(names, names, max_size=3) | json_values}
+        "metadata": mostly(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "name": names,
+                    "namespace": names,
+                    "uid": names,
+                    "resourceVersion": names,
+                    "labels": mostly(st.dictionaries(names, names, max_size=3)),
+                },
+            )
+        ),
+        "spec": mostly(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "containers": mostly(
+                        st.lists(
+                            st.fixed_dictionaries(
+                                {},
+                                optional={
+                                    "image": names,
+                                    "resources": st.fixed_dictionaries(
+                                        {}, optional={"requests": mostly(st.dictionaries(names, names, max_size=3))}
+                                    ),
+                                },
                             ),
-                        },
+                            max_size=3,
+                        )
                     ),
-                    max_size=3,
-                )
-                | json_values,
-            },
-        )
-        | json_values,
+                },
+            )
+        ),
     },
 )
-node_objects = st.fixed_dictionaries({"metadata": st.fixed_dictionaries({"name": names})}) | json_values
-shaped = st.one_of(
-    st.fixed_dictionaries(
-        {"Pod": pods | json_values},
-        optional={
-            "Nodes": st.none() | st.fixed_dictionaries({}, optional={"items": st.lists(node_objects, max_size=6)}),
-            "NodeNames": st.none() | st.lists(names, max_size=8) | json_values,
-        },
-    ),
+node_objects = mostly(st.fixed_dictionaries({"metadata": st.fixed_dictionaries({"name": names})}))
+node_lists = st.lists(names, max_size=8, unique=True)
+# Branches are repeated to weight them: most bodies should get past decoding, so plugins and records see them.
+extender_args = st.fixed_dictionaries(
+    {"Pod": mostly(pods)},
+    optional={
+        "Nodes": st.none() | st.fixed_dictionaries({}, optional={"items": st.lists(node_objects, max_size=6)}),
+        "NodeNames": st.one_of(node_lists, node_lists, st.none(), json_values),
+    },
+)
+binding_args = st.one_of(
+    st.fixed_dictionaries({"PodName": names, "PodNamespace": names, "PodUID": names, "Node": names}),
     st.fixed_dictionaries(
         {},
         optional={"PodName": names | json_values, "PodNamespace": names, "PodUID": names, "Node": names | json_values},
     ),
-    st.fixed_dictionaries(
-        {"Pod": pods},
-        optional={
-            "NodeNameToMetaVictims": st.none()
-            | st.dictionaries(
-                names,
-                st.none()
-                | st.fixed_dictionaries(
-                    {"Pods": st.lists(st.fixed_dictionaries({"UID": names}), max_size=3)},
-                    optional={"NumPDBViolations": st.integers() | json_values},
-                ),
-                max_size=4,
+)
+victims = st.fixed_dictionaries(
+    {"Pods": st.lists(st.fixed_dictionaries({"UID": names}), max_size=3)},
+    optional={"NumPDBViolations": st.integers() | json_values},
+)
+preemption_args = st.fixed_dictionaries(
+    {"Pod": pods},
+    optional={
+        "NodeNameToMetaVictims": st.none() | st.dictionaries(names, st.none() | victims, max_size=4),
+        "NodeNameToVictims": st.none() | json_values,
+    },
+)
+matched = st.one_of(
+    st.tuples(st.sampled_from(["filter", "prioritize"]), extender_args),
+    st.tuples(st.just("bind"), binding_args),
+    st.tuples(st.just("preempt"), preemption_args),
+)
+shaped = st.one_of(
+    matched, matched, matched, st.tuples(st.sampled_from(VERBS), extender_args | binding_args | preemption_args)
+)
+
+
+# Always well-formed, with arbitrary strings wherever kube-scheduler puts a name, a label or a resource.
+hostile_names = st.text(min_size=1, max_size=60) | st.text(st.characters(codec="utf-8"), min_size=1, max_size=300)
+valid_pods = st.fixed_dictionaries(
+    {
+        "metadata": st.fixed_dictionaries(
+            {"name": hostile_names, "namespace": hostile_names, "uid": hostile_names},
+            optional={"labels": st.dictionaries(hostile_names, st.text(max_size=40), max_size=3)},
+        ),
+        "spec": st.fixed_dictionaries(
+            {
+                "containers": st.lists(
+                    st.fixed_dictionaries(
+                        {
+                            "image": hostile_names
+                            | st.sampled_from(["nginx:1.25.4", "docker.io/library/nginx:1.25.4"]),
+                            "resources": st.fixed_dictionaries(
+                                {"requests": st.dictionaries(hostile_names | st.just("example.com/gpu"), st.just("1"))}
+                            ),
+                        }
+                    ),
+                    max_size=3,
+                )
+            }
+        ),
+    }
+)
+valid_names = st.lists(hostile_names | st.sampled_from(NODES), min_size=1, max_size=8, unique=True)
+valid = st.one_of(
+    st.tuples(
+        st.sampled_from(["filter", "prioritize"]),
+        st.builds(lambda pod, names: {"Pod": pod, "Nodes": None, "NodeNames": names}, valid_pods, valid_names),
+    ),
+    st.tuples(
+        st.sampled_from(["filter", "prioritize"]),
+        st.builds(
+            lambda pod, names: {"Pod": pod, "Nodes": {"items": [{"metadata": {"name": n}} for n in names]}},
+            valid_pods,
+            valid_names,
+        ),
+    ),
+    st.tuples(
+        st.just("bind"),
+        st.fixed_dictionaries(
+            {"PodName": hostile_names, "PodNamespace": hostile_names, "PodUID": hostile_names, "Node": hostile_names}
+        ),
+    ),
+    st.tuples(
+        st.just("preempt"),
+        st.builds(
+            lambda pod, nodes: {"Pod": pod, "NodeNameToMetaVictims": nodes},
+            valid_pods,
+            st.dictionaries(
+                hostile_names | st.sampled_from(NODES),
+                st.fixed_dictionaries({"Pods": st.lists(st.fixed_dictionaries({"UID": hostile_names}), max_size=3)}),
+                max_size=5,
             ),
-            "NodeNameToVictims": st.none() | json_values,
-        },
+        ),
     ),
 )
 
@@ -168,14 +245,21 @@ def _encode(value: Any) -> bytes:
     return json.dumps(value).encode()
 
 
+def _verb_of(seed: Path) -> str:
+    return next(verb for verb in VERBS if verb in seed.name)
+
+
 @st.composite
-def mutated_seeds(draw: st.DrawFn) -> bytes:
-    seed = json.loads(draw(st.sampled_from(SEEDS)).read_bytes())
+def mutated_seeds(draw: st.DrawFn) -> tuple[str, bytes]:
+    """(verb, body): a capture or example mutated, sent to its own verb (now and then to another)."""
+    path = draw(st.sampled_from(SEEDS))
+    verb = _verb_of(path) if draw(st.integers(0, 4)) else draw(st.sampled_from(VERBS))
+    seed = json.loads(path.read_bytes())
     for _ in range(draw(st.integers(1, 3))):
         seed = _mutate(draw, seed)
     body = _encode(seed)
-    if draw(st.booleans()):
-        return body
+    if draw(st.integers(0, 3)):
+        return verb, body
     data = bytearray(body)  # byte-level damage: flip, cut, insert
     for _ in range(draw(st.integers(1, 4))):
         at = draw(st.integers(0, max(0, len(data) - 1)))
@@ -186,7 +270,7 @@ def mutated_seeds(draw: st.DrawFn) -> bytes:
             del data[at:]
         else:
             data[at:at] = draw(st.binary(min_size=1, max_size=8))
-    return bytes(data)
+    return verb, bytes(data)
 
 
 def _mutate(draw: st.DrawFn, value: Any) -> Any:
@@ -219,7 +303,8 @@ def _mutate(draw: st.DrawFn, value: Any) -> Any:
     return draw(json_values | names | st.just(value))
 
 
-profiles = st.sampled_from(["default", "gpu"]) | st.text(max_size=80)
+known_profiles = st.sampled_from(["default", "gpu"])
+profiles = st.one_of(known_profiles, known_profiles, known_profiles, st.text(max_size=80))
 
 
 # --- the oracle ------------------------------------------------------------------------------------------
@@ -228,6 +313,7 @@ profiles = st.sampled_from(["default", "gpu"]) | st.text(max_size=80)
 def check(verb: str, body: bytes, result: VerbResult, spool: Spool, test: str) -> None:
     COUNTS[f"{test}:cases"] += 1
     COUNTS[f"status:{result.status}"] += 1
+    COUNTS[f"{test}:status:{result.status}"] += 1
     assert result.status in (200, 400, 404), result.status
     answer = _go_json(result.body)
     assert result.event.http_status == result.status
@@ -297,15 +383,31 @@ def test_arbitrary_json_never_breaks_a_verb(extender, spool, verb, profile, valu
 
 
 @FUZZ
-@given(verb=st.sampled_from(VERBS), profile=profiles, value=shaped)
-def test_protocol_shaped_bodies_with_arbitrary_values_never_break_a_verb(extender, spool, verb, profile, value) -> None:
+@given(profile=profiles, verb_and_value=shaped)
+def test_protocol_shaped_bodies_with_arbitrary_values_never_break_a_verb(
+    extender, spool, profile, verb_and_value
+) -> None:
+    verb, value = verb_and_value
     body = _encode(value)
     check(verb, body, getattr(extender, verb)(profile, body), spool, "protocol-shaped")
 
 
 @FUZZ
-@given(verb=st.sampled_from(VERBS), body=mutated_seeds())
-def test_mutated_captures_never_break_a_verb(extender, spool, verb, body) -> None:
+@given(profile=known_profiles, verb_and_value=valid)
+def test_well_formed_requests_with_hostile_strings_are_answered_and_stored(
+    extender, spool, profile, verb_and_value
+) -> None:
+    verb, value = verb_and_value
+    body = _encode(value)
+    result = getattr(extender, verb)(profile, body)
+    assert result.status == 200, result.body
+    check(verb, body, result, spool, "well-formed-hostile")
+
+
+@FUZZ
+@given(verb_and_body=mutated_seeds())
+def test_mutated_captures_never_break_a_verb(extender, spool, verb_and_body) -> None:
+    verb, body = verb_and_body
     check(verb, body, getattr(extender, verb)("default", body), spool, "mutated-captures")
 
 
@@ -313,7 +415,7 @@ def test_mutated_captures_never_break_a_verb(extender, spool, verb, body) -> Non
 @given(
     verb=st.sampled_from(VERBS),
     content_type=st.sampled_from(["application/json", "text/plain", "application/json; charset=utf-8", ""]),
-    body=st.binary(max_size=200) | mutated_seeds(),
+    body=st.binary(max_size=200) | mutated_seeds().map(lambda pair: pair[1]),
 )
 def test_the_views_answer_any_body_and_content_type_with_a_4xx_or_a_200(
     client, runtime_for_fuzz, verb, content_type, body
@@ -321,6 +423,7 @@ def test_the_views_answer_any_body_and_content_type_with_a_4xx_or_a_200(
     COUNTS["views:cases"] += 1
     response = client.post(f"/extender/default/{verb}", data=body, content_type=content_type)
     COUNTS[f"status:{response.status_code}"] += 1
+    COUNTS[f"views:status:{response.status_code}"] += 1
     assert response.status_code in (200, 400, 415), response.status_code
     assert json.loads(response.content)
     assert spool_ingest(spool=runtime_for_fuzz.spool) == 1

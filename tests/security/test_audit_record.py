@@ -29,11 +29,21 @@ CHAIN_APPEND = ("dashboard/services/audit.py", "append")
 MUTATORS = {"update", "delete", "bulk_update", "save", "update_or_create", "raw", "extra"}
 
 
+def _parse_all() -> list[tuple[str, ast.Module]]:
+    return [
+        (str(path.relative_to(REPO)), ast.parse(path.read_text(encoding="utf-8")))
+        for path in sorted(DASHBOARD.rglob("*.py"))
+        if "migrations" not in path.parts
+    ]
+
+
+# Parsed once, at collection: CPython 3.11's ast.parse can raise "AST constructor recursion depth mismatch"
+# later in a process where some test provoked (and caught) a RecursionError, as the deep-nesting tests do.
+SOURCES = _parse_all()
+
+
 def _sources() -> Iterator[tuple[str, ast.Module]]:
-    for path in sorted(DASHBOARD.rglob("*.py")):
-        if "migrations" in path.parts:
-            continue
-        yield str(path.relative_to(REPO)), ast.parse(path.read_text(encoding="utf-8"))
+    yield from SOURCES
 
 
 def _calls_in_functions(tree: ast.Module) -> Iterator[tuple[str, ast.Call]]:

@@ -42,6 +42,7 @@ def test_hostile_names_reasons_and_parameters_are_shown_as_text_and_never_run(
     page.goto(f"{live_server.url}/cycles/{cycle.pk}/?why_not={hostile_node}")
     expect(page.locator("#pod-name")).to_have_text(SCRIPT)
     expect(page.get_by_text(hostile_node).first).to_be_visible()
+    expect(page.get_by_text(f"node does not enable example.com/{SVG}").first).to_be_visible()  # a reason
     page.goto(f"{live_server.url}/cycles/{cycle.pk}/?why_not={SVG}")
     page.goto(f"{live_server.url}/nodes/")
     page.goto(f"{live_server.url}/?namespace={IMG}&pod={SCRIPT}")
