@@ -9,6 +9,7 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from dashboard.api.exports import CALL_FIELDS
 from dashboard.api.selectors import cycle_explanation
 from dashboard.models import NodeTally, SchedulingCycle, VerbCall
 from dashboard.traffic.models import TrafficRefresh
@@ -102,19 +103,7 @@ class VerbCallSerializer(serializers.ModelSerializer[VerbCall]):
 
     class Meta:
         model = VerbCall
-        fields = [
-            "id",
-            "event_id",
-            "verb",
-            "started_at",
-            "duration_ms",
-            "http_status",
-            "error",
-            "server",
-            "record",
-            "response",
-            "chain_hash",
-        ]
+        fields = list(CALL_FIELDS)  # the same columns the NDJSON export writes for each call
         read_only_fields = fields
 
 
