@@ -6,10 +6,10 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 
@@ -160,6 +160,42 @@ def resources_lookup(view: ClusterView) -> Callable[[str], NodeResourcesSpec | N
     return lookup() if callable(lookup) else view.node_resources
 
 
+_T = TypeVar("_T")
+ResourcesBuild = Callable[[Mapping[str, "NodeResourcesSpec"]], _T]
+
+
+def resources_table(view: ClusterView, key: Hashable, build: ResourcesBuild[_T]) -> _T | None:
+    """``build(every node's NodeResourcesSpec)``, memoized by ``key`` until the view's specs change.
+
+    A plugin turns the pod's wanted resources into one node → answer table per key, so a 5000-node call is a
+    C-level ``map`` over that table instead of one Python step per node. None: the view cannot memoize (the
+    caller takes its per-node path).
+    """
+    table = getattr(view, "resources_table", None)
+    return table(key, build) if callable(table) else None
+
+
+class ResourcesMemo:
+    """The tables :func:`resources_table` built for one state of a view's specs, at most ``size`` of them."""
+
+    def __init__(self, size: int = 64) -> None:
+        self._size = size
+        self._current: tuple[object, dict[Hashable, Any]] = (None, {})
+        """(state, tables), replaced as one object so that a reader never pairs a state with another's tables."""
+
+    def get(
+        self, state: object, specs: Callable[[], Mapping[str, NodeResourcesSpec]], key: Hashable, build: Any
+    ) -> Any:
+        current_state, tables = self._current
+        if state is current_state and key in tables:
+            return tables[key]
+        # Stale, or many distinct resource sets: start over; else a copy (readers hold the old dict).
+        tables = {} if state is not current_state or len(tables) >= self._size else dict(tables)
+        tables[key] = table = build(specs())
+        self._current = (state, tables)
+        return table
+
+
 class StaticCluster:
     """An immutable in-memory cluster view (tests, the simulator, a file)."""
 
@@ -170,6 +206,7 @@ class StaticCluster:
     ) -> None:
         self._nodes = {n.name: n for n in nodes}
         self._node_resources = dict(node_resources or {})
+        self._memo = ResourcesMemo()
 
     def node(self, name: str) -> NodeInfo | None:
         return self._nodes.get(name)
@@ -185,6 +222,11 @@ class StaticCluster:
 
     def resources_lookup(self) -> Callable[[str], NodeResourcesSpec | None]:
         return self._node_resources.get
+
+    def resources_table(self, key: Hashable, build: ResourcesBuild[_T]) -> _T:
+        # Immutable: the specs mapping itself is the state.
+        result: _T = self._memo.get(self._node_resources, lambda: self._node_resources, key, build)
+        return result
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any]) -> StaticCluster:
@@ -239,3 +281,6 @@ class FileCluster:
 
     def resources_lookup(self) -> Callable[[str], NodeResourcesSpec | None]:
         return self._current().resources_lookup()
+
+    def resources_table(self, key: Hashable, build: ResourcesBuild[_T]) -> _T:
+        return self._current().resources_table(key, build)

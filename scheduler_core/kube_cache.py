@@ -15,14 +15,22 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
 from scheduler_core import wire
-from scheduler_core.cluster import NodeInfo, NodeResourcesError, NodeResourcesSpec, node_info, node_resources_spec
+from scheduler_core.cluster import (
+    NodeInfo,
+    NodeResourcesError,
+    NodeResourcesSpec,
+    ResourcesBuild,
+    ResourcesMemo,
+    node_info,
+    node_resources_spec,
+)
 from scheduler_core.kube_watch import (
     DEFAULT_WATCH_TIMEOUT_SECONDS,
     Backoff,
@@ -37,6 +45,7 @@ __all__ = ["KubernetesCluster"]
 logger = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
+_T = TypeVar("_T")
 
 
 class _NodeTable:
@@ -82,6 +91,8 @@ class _NodeResourcesTable:
     def __init__(self, changed: Callable[[], None]) -> None:
         self.items: dict[str, NodeResourcesSpec] = {}
         self._changed = changed
+        self.state = object()
+        """Replaced on every change: the identity :func:`~scheduler_core.cluster.resources_table` memoizes by."""
 
     @staticmethod
     def _convert(obj: JSON) -> tuple[str, NodeResourcesSpec] | None:
@@ -95,6 +106,7 @@ class _NodeResourcesTable:
     def replace(self, items: list[JSON]) -> None:
         fresh = dict(pair for pair in map(self._convert, items) if pair is not None)
         self.items = fresh
+        self.state = object()
         self._changed()
 
     def apply(self, event_type: str, obj: JSON) -> None:
@@ -106,6 +118,7 @@ class _NodeResourcesTable:
             self.items.pop(name, None)
         else:
             self.items[name] = converted[1]
+        self.state = object()
         self._changed()
 
 
@@ -125,6 +138,7 @@ class KubernetesCluster:
         self._generation = 0
         self._nodes = _NodeTable(self._bump)
         self._specs = _NodeResourcesTable(self._bump)
+        self._memo = ResourcesMemo()
         self._node_watch = ListWatcher(
             nodes,
             self._nodes,
@@ -166,6 +180,13 @@ class KubernetesCluster:
 
     def node_names(self) -> list[str]:
         return list(self._nodes.items)
+
+    def resources_table(self, key: Hashable, build: ResourcesBuild[_T]) -> _T:
+        specs = self._specs
+        # The state is read before the copy: a change in between makes a table stale for one more call at most
+        # (the next call sees the new state and rebuilds). ``dict(...)`` copies atomically under the GIL.
+        result: _T = self._memo.get(specs.state, lambda: dict(specs.items), key, build)
+        return result
 
     @property
     def knows_all_nodes(self) -> bool:

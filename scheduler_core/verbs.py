@@ -250,9 +250,7 @@ class Extender:
             zero = [0.0] * len(nodes)
             notes = dict.fromkeys(sorted(unknown), UNKNOWN_NODE)
             record.plugins.append(PluginScores(name="NodeCache", weight=0, scores=zero, notes=notes, applicable=False))
-        answer = wire.encode(
-            [wire.HostPriority(host=h, score=s) for h, s in zip(record.nodes, record.extender, strict=True)]
-        )
+        answer = wire.encode_host_priorities(record.nodes, record.extender)
         event = self._event(
             "prioritize",
             profile_name,

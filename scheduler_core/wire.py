@@ -14,7 +14,9 @@ The protocol reference is ``shared/docs/extender-protocol.md``; upstream is
 from __future__ import annotations
 
 import re
-from typing import TypeVar
+from collections.abc import Callable, Sequence
+from operator import add
+from typing import Annotated, TypeVar
 
 import msgspec
 
@@ -22,6 +24,12 @@ _T = TypeVar("_T")
 
 MAX_EXTENDER_PRIORITY = 10
 MIN_EXTENDER_PRIORITY = 0
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+# Go's ``int64``: msgspec decodes any JSON integer into a Python int, however large, and Go could not decode an
+# echo of an out-of-range one. Used where the path msgspec reports is exact (it shows a map key as ``[...]``).
+Int64 = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
 
 
 class WireError(ValueError):
@@ -72,7 +80,7 @@ class Pod(msgspec.Struct, gc=False):
 
 class ContainerImage(msgspec.Struct, rename="camel", gc=False):
     names: list[str] | None = None
-    size_bytes: int = 0
+    size_bytes: Int64 = 0
 
 
 class NodeStatus(msgspec.Struct, gc=False):
@@ -88,6 +96,16 @@ class NodeMeta(msgspec.Struct, gc=False):
     """Only a node's metadata: what every plugin but image-reading ones needs (the rest is skipped unread)."""
 
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+
+
+class _NameMeta(msgspec.Struct, gc=False):
+    name: str = ""
+
+
+class _NodeName(msgspec.Struct, gc=False):
+    """Only ``metadata.name`` of a node: the cheapest decode that still reads it exactly as ``NodeMeta`` does."""
+
+    metadata: _NameMeta = msgspec.field(default_factory=_NameMeta)
 
 
 # --- Extender types ----------------------------------------------------------------------------------
@@ -120,7 +138,7 @@ class ExtenderFilterResult(msgspec.Struct, gc=False):
 
 class HostPriority(msgspec.Struct, gc=False):
     host: str = msgspec.field(name="Host")
-    score: int = msgspec.field(name="Score")
+    score: Int64 = msgspec.field(name="Score")
 
 
 class ExtenderBindingArgs(msgspec.Struct):
@@ -165,6 +183,7 @@ class ExtenderPreemptionResult(msgspec.Struct):
 _args_decoder = msgspec.json.Decoder(ExtenderArgs)
 _node_decoder = msgspec.json.Decoder(Node)
 _node_meta_decoder = msgspec.json.Decoder(NodeMeta)
+_node_name_decoder = msgspec.json.Decoder(_NodeName)
 _binding_decoder = msgspec.json.Decoder(ExtenderBindingArgs)
 _preemption_decoder = msgspec.json.Decoder(ExtenderPreemptionArgs)
 _encoder = msgspec.json.Encoder()
@@ -204,33 +223,60 @@ def decode_extender_args(body: bytes) -> ExtenderArgs:
         raise WireError("both Nodes and NodeNames are null; exactly one must be set", "$.NodeNames")
     if args.nodes is not None and args.node_names is not None:
         raise WireError("both Nodes and NodeNames are set; exactly one must be non-null", "$.NodeNames")
-    if args.nodes is not None and args.nodes.items is None:
-        raise WireError("Nodes.items is null", "$.Nodes.items")
-    if args.node_names is not None and ("" in args.node_names or len(set(args.node_names)) != len(args.node_names)):
-        seen: set[str] = set()  # only to name the first bad entry: the check above runs in C
-        for index, name in enumerate(args.node_names):
-            if not name:
-                raise WireError("empty node name", f"$.NodeNames[{index}]")
-            if name in seen:
-                raise WireError(f"duplicate node name {name!r}", f"$.NodeNames[{index}]")
-            seen.add(name)
+    if args.nodes is not None:
+        if args.nodes.items is None:
+            raise WireError("Nodes.items is null", "$.Nodes.items")
+        check_node_names(_item_names(args.nodes.items), "$.Nodes.items[{}].metadata.name".format)
+    else:
+        check_node_names(args.node_names or [], "$.NodeNames[{}]".format)
     return args
+
+
+def check_node_names(names: Sequence[str], path: Callable[[int], str]) -> None:
+    """Refuse an empty or repeated node name; ``path(index)`` is the JSON path of the index-th name."""
+    if "" in names or len(set(names)) != len(names):
+        seen: set[str] = set()  # only to name the first bad entry: the check above runs in C
+        for index, name in enumerate(names):
+            if not name:
+                raise WireError("empty node name", path(index))
+            if name in seen:
+                raise WireError(f"duplicate node name {name!r}", path(index))
+            seen.add(name)
+
+
+def _item_names(raws: Sequence[msgspec.Raw]) -> list[str]:
+    """Each full-Nodes item's ``metadata.name``, read as ``decode_node_meta`` reads it (duplicate keys: the last)."""
+    decode = _node_name_decoder.decode
+    names: list[str] = []
+    for index, raw in enumerate(raws):
+        try:
+            names.append(decode(raw).metadata.name)
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
+            raise _item_error(exc, index) from None
+    return names
+
+
+def _item_error(exc: msgspec.MsgspecError | UnicodeDecodeError, index: int) -> WireError:
+    prefix = f"$.Nodes.items[{index}]"
+    if isinstance(exc, UnicodeDecodeError):  # msgspec checks UTF-8 only in the strings it reads: an item's, here
+        return WireError("invalid UTF-8 in a string of the node", prefix)
+    return _wire_error(exc, prefix=prefix)
 
 
 def decode_node(raw: msgspec.Raw, index: int) -> Node:
     """Decode the fields plugins need from one raw ``Nodes.items`` element."""
     try:
         return _node_decoder.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise _wire_error(exc, prefix=f"$.Nodes.items[{index}]") from None
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
+        raise _item_error(exc, index) from None
 
 
 def decode_node_meta(raw: msgspec.Raw, index: int) -> NodeMeta:
     """Decode only ``metadata`` of one raw ``Nodes.items`` element (``status`` is skipped, not validated)."""
     try:
         return _node_meta_decoder.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise _wire_error(exc, prefix=f"$.Nodes.items[{index}]") from None
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
+        raise _item_error(exc, index) from None
 
 
 def decode_binding_args(body: bytes) -> ExtenderBindingArgs:
@@ -248,6 +294,9 @@ def decode_preemption_args(body: bytes) -> ExtenderPreemptionArgs:
         for node, victims in (mapping or {}).items():
             if victims is None:
                 raise WireError("victims are null", f"$.{field_name}.{node}")
+            # Checked here rather than by an Int64 annotation: msgspec's path would hide the node as [...].
+            if not INT64_MIN <= victims.num_pdb_violations <= INT64_MAX:
+                raise WireError("NumPDBViolations out of int64 range", f"$.{field_name}.{node}.NumPDBViolations")
     return args
 
 
@@ -257,3 +306,31 @@ def decode_preemption_args(body: bytes) -> ExtenderPreemptionArgs:
 def encode(value: object) -> bytes:
     """Compact JSON; integers stay integers and raw node bytes are written verbatim."""
     return _encoder.encode(value)
+
+
+_HOST_PREFIXES: dict[str, bytes] = {}
+"""Host name → ``{"Host":"<name>","Score":`` as ``encode`` writes it; nodes are few and long-lived."""
+_SCORE_ENDS = tuple(b"%d}" % score for score in range(MAX_EXTENDER_PRIORITY + 1))
+
+
+def encode_host_priorities(hosts: Sequence[str], scores: Sequence[int]) -> bytes:
+    """``encode([HostPriority(h, s), ...])`` byte for byte, without one object per node.
+
+    Each host's JSON prefix is encoded once per process and the 0..10 scores are looked up, so the answer of a
+    5000-node prioritize is a join instead of 5000 objects encoded.
+    """
+    prefixes: list[bytes | None] = list(map(_HOST_PREFIXES.get, hosts))
+    if None in prefixes:  # new names: the first answer that names them pays (another thread may clear the cache)
+        prefixes = [_host_prefix(h) if p is None else p for h, p in zip(hosts, prefixes, strict=True)]
+    try:
+        ends = list(map(_SCORE_ENDS.__getitem__, scores))
+    except (IndexError, TypeError):  # not an extender score: let the encoder write (or refuse) it
+        return encode([HostPriority(host=h, score=s) for h, s in zip(hosts, scores, strict=True)])
+    return b"[" + b",".join(map(add, prefixes, ends)) + b"]"
+
+
+def _host_prefix(host: str) -> bytes:
+    if len(_HOST_PREFIXES) > 100_000:  # names churned (autoscaling): start over rather than grow forever
+        _HOST_PREFIXES.clear()
+    prefix = _HOST_PREFIXES[host] = _encoder.encode(HostPriority(host=host, score=0))[:-2]
+    return prefix

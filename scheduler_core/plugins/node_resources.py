@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from functools import partial
+from itertools import repeat
 from operator import attrgetter
 from typing import ClassVar
 
-from scheduler_core.cluster import NodeInfo, resources_lookup
+from scheduler_core.cluster import NodeInfo, NodeResourcesSpec, resources_lookup, resources_table
 from scheduler_core.plugins.base import PASS, CycleContext, PluginArgs, ScoreColumns, ScoreResult, Verdict
 
 
@@ -33,40 +35,54 @@ class NodeResourceFitByCR:
         self.args = args
 
     def filter(self, ctx: CycleContext, nodes: Sequence[NodeInfo]) -> Sequence[Verdict]:
-        wanted = sorted(ctx.pod.extended_resources)
-        specs = list(map(resources_lookup(ctx.cluster), map(_name, nodes)))
-        if not wanted:  # the common pod: only the object's existence matters
-            return [NO_CR if spec is None else PASS for spec in specs]
-        verdicts: list[Verdict] = []
-        for spec in specs:
-            if spec is None:
-                verdicts.append(NO_CR)
-                continue
-            missing = [r for r in wanted if not spec.resources_filter.get(r, False)]
-            if missing:
-                verdicts.append(Verdict(f"node does not enable {', '.join(missing)}", unresolvable=True))
-            else:
-                verdicts.append(PASS)
-        return verdicts
+        wanted = tuple(sorted(ctx.pod.extended_resources))
+        names = map(_name, nodes)
+        table = resources_table(ctx.cluster, ("filter", wanted), partial(_verdicts, wanted))
+        if table is not None:  # one dict lookup per node, in C
+            return list(map(table.get, names, repeat(NO_CR)))
+        specs = map(resources_lookup(ctx.cluster), names)
+        cache: dict[tuple[str, ...], Verdict] = {}
+        return [NO_CR if spec is None else _verdict(wanted, spec, cache) for spec in specs]
 
     def score(self, ctx: CycleContext, nodes: Sequence[NodeInfo]) -> ScoreResult:
-        wanted = sorted(ctx.pod.extended_resources)
+        wanted = tuple(sorted(ctx.pod.extended_resources))
         count = len(nodes)
         if not wanted:
             note = "pod requests no extended resource"
             return ScoreResult(ScoreColumns([0.0] * count, None, [note] * count), applicable=False, note=note)
-        values: list[float] = []
-        raws: list[float | None] = []
-        details: list[str] = []
-        for spec in map(resources_lookup(ctx.cluster), map(_name, nodes)):
-            if spec is None:
-                values.append(0.0)
-                raws.append(None)
-                details.append("no NodeResources object for node")
-                continue
-            scores = [spec.resources_score.get(r, 0) for r in wanted]
-            mean = sum(scores) / len(scores)
-            values.append(min(100.0, max(0.0, mean)))
-            raws.append(mean)
-            details.append("")
+        names = list(map(_name, nodes))
+        tables = resources_table(ctx.cluster, ("score", wanted), partial(_means, wanted))
+        if tables is None:
+            lookup = resources_lookup(ctx.cluster)
+            tables = _means(wanted, {name: spec for name in names if (spec := lookup(name)) is not None})
+        means, clamped = tables
+        raws: list[float | None] = list(map(means.get, names))
+        values = list(map(clamped.get, names, repeat(0.0)))
+        details = None
+        if None in raws:
+            details = [NO_CR.reason if raw is None else "" for raw in raws]
         return ScoreResult(ScoreColumns(values, raws, details))
+
+
+def _verdict(wanted: tuple[str, ...], spec: NodeResourcesSpec, cache: dict[tuple[str, ...], Verdict]) -> Verdict:
+    """PASS, or the failure naming the missing resources (one Verdict per distinct missing set)."""
+    missing = tuple(r for r in wanted if not spec.resources_filter.get(r, False))
+    if not missing:
+        return PASS
+    verdict = cache.get(missing)
+    if verdict is None:
+        verdict = cache[missing] = Verdict(f"node does not enable {', '.join(missing)}", unresolvable=True)
+    return verdict
+
+
+def _verdicts(wanted: tuple[str, ...], specs: Mapping[str, NodeResourcesSpec]) -> dict[str, Verdict]:
+    cache: dict[tuple[str, ...], Verdict] = {}
+    return {name: _verdict(wanted, spec, cache) for name, spec in specs.items()}
+
+
+def _means(
+    wanted: tuple[str, ...], specs: Mapping[str, NodeResourcesSpec]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Node → mean ``resourcesScore`` of the wanted resources, and the same clamped to 0..100."""
+    means = {name: sum(spec.resources_score.get(r, 0) for r in wanted) / len(wanted) for name, spec in specs.items()}
+    return means, {name: min(100.0, max(0.0, mean)) for name, mean in means.items()}

@@ -264,3 +264,36 @@ def test_verbs_over_the_live_cache_fail_names_it_does_not_know(api: FakeKubeAPI,
     assert cluster.wait_for(lambda: cluster.node("node-new") is not None, WAIT)
     answer = json.loads(extender.filter("default", body).body)
     assert answer["NodeNames"] == ["node-1", "node-new", "node-2"]
+
+
+def test_the_resource_filter_follows_node_resources_changes_through_its_memoized_tables(
+    api: FakeKubeAPI, cluster: KubernetesCluster
+) -> None:
+    """The plugin answers from a table built once per state of the specs; each watch event makes a new one."""
+    from scheduler_core.cluster import NodeInfo, PodInfo
+    from scheduler_core.plugins import CycleContext
+    from scheduler_core.plugins.node_resources import NodeResourceFitByCR, NodeResourceFitByCRArgs
+
+    started(cluster)
+    plugin = NodeResourceFitByCR(NodeResourceFitByCRArgs())
+    pod = PodInfo("ns", "p", "uid", requested_resources=frozenset({"example.com/nic"}))
+    ctx = CycleContext(pod=pod, cluster=cluster, traffic=traffic_store({"node-1": 1.0, "node-2": 2.0}), now=0.0)
+    nodes = [NodeInfo("node-1"), NodeInfo("node-2")]
+
+    def reasons() -> list[str]:
+        return [verdict.reason for verdict in plugin.filter(ctx, nodes)]
+
+    assert reasons() == ["", "no NodeResources object for node"]
+    assert plugin.score(ctx, nodes).scores.raws == [70.0, None]
+
+    api.put_node_resources(
+        "node-1", resources_filter={"example.com/nic": False}, resources_score={"example.com/nic": 5}
+    )
+    assert cluster.wait_for(lambda: reasons()[0] != "", WAIT)
+    assert reasons() == ["node does not enable example.com/nic", "no NodeResources object for node"]
+    assert plugin.score(ctx, nodes).scores.raws == [5.0, None]
+
+    api.put_node_resources("node-2", resources_filter={"example.com/nic": True})
+    assert cluster.wait_for(lambda: reasons()[1] == "", WAIT)
+    api.delete_node_resources("node-1")
+    assert cluster.wait_for(lambda: reasons()[0] == "no NodeResources object for node", WAIT)

@@ -8,6 +8,7 @@ from bisect import bisect_right
 
 import pytest
 
+from scheduler_core import wire
 from scheduler_core.cluster import NodeInfo, PodInfo, StaticCluster
 from scheduler_core.engine import _EXTENDER_THRESHOLDS, round4, run_prioritize, to_extender_score
 from scheduler_core.plugins import CycleContext, NodeScore, ScoreColumns
@@ -26,11 +27,21 @@ def test_the_extender_score_thresholds_answer_what_the_rounding_rule_answers():
 
 
 @pytest.mark.parametrize("distinct", [1, 3, 40, 1000])
-def test_round4_rounds_like_round(distinct):
+def test_round4_rounds_to_four_decimals_like_round(distinct):
     rng = random.Random(distinct)
-    pool = [rng.uniform(0, 100) for _ in range(distinct)]
+    pool = [rng.uniform(0, 100) for _ in range(distinct)] + [28.571428571428573, 14.285714285714286, 0.0, 100.0]
     values = [rng.choice(pool) for _ in range(1000)]
-    assert round4(values) == [round(v, 4) for v in values]
+    for value, rounded in zip(values, round4(values), strict=True):
+        assert abs(rounded - value) <= 0.00005 + 1e-12
+        assert rounded == round(rounded, 4)  # nothing past the fourth decimal
+        tie = abs(value * 10_000 % 1 - 0.5) < 1e-6
+        assert rounded == round(value, 4) or tie
+
+
+def test_round4_keeps_values_it_cannot_scale():
+    assert round4([1.23456, math.inf])[0] == 1.2346
+    assert math.isnan(round4([math.nan, 1.0])[0])
+    assert round4([]) == []
 
 
 def test_score_columns_index_like_a_list_of_node_scores():
@@ -59,3 +70,65 @@ profiles:
     resources, traffic = record.plugins
     assert (resources.applicable, resources.note, resources.notes) == (False, "pod requests no extended resource", {})
     assert traffic.notes == {"node-49": "no traffic series for node"}, "a node's own reason is still kept"
+
+
+@pytest.mark.parametrize("hosts", [[], ["node-1"], ["a", 'we"ird\\name', "ünï", "\u2028x", "\x00", "node-1"]])
+def test_host_priorities_are_encoded_like_the_host_priority_structs(hosts):
+    scores = [i % 11 for i in range(len(hosts))]
+    expected = wire.encode([wire.HostPriority(host=h, score=s) for h, s in zip(hosts, scores, strict=True)])
+    assert wire.encode_host_priorities(hosts, scores) == expected
+    assert wire.encode_host_priorities(hosts, scores) == expected  # the second time from the cached prefixes
+
+
+class _PlainView:
+    """A cluster view with only the protocol's two lookups: the plugins take their per-node path."""
+
+    def __init__(self, view: StaticCluster) -> None:
+        self.node = view.node
+        self.node_resources = view.node_resources
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_resource_plugin_answers_the_same_from_its_tables_as_node_by_node(seed):
+    from scheduler_core.cluster import NodeResourcesSpec
+    from scheduler_core.plugins.node_resources import NodeResourceFitByCR, NodeResourceFitByCRArgs
+
+    rng = random.Random(seed)
+    resources = ["example.com/gpu", "example.com/nic", "example.com/fpga"]
+    nodes = [NodeInfo(f"node-{i}") for i in range(300)]
+    specs = {
+        node.name: NodeResourcesSpec(
+            resources_filter={r: rng.random() < 0.7 for r in resources if rng.random() < 0.8},
+            resources_score={r: rng.randint(-20, 130) for r in resources if rng.random() < 0.8},
+        )
+        for node in nodes
+        if rng.random() < 0.9
+    }
+    view = StaticCluster(nodes, specs)
+    plugin = NodeResourceFitByCR(NodeResourceFitByCRArgs())
+    store = TrafficStore()
+    for wanted in [(), ("example.com/gpu",), ("example.com/gpu", "example.com/nic"), tuple(resources)]:
+        pod = PodInfo("ns", "p", "uid", requested_resources=frozenset(wanted))
+        fast, plain = (CycleContext(pod=pod, cluster=v, traffic=store, now=0.0) for v in (view, _PlainView(view)))
+        assert [v.reason for v in plugin.filter(fast, nodes)] == [v.reason for v in plugin.filter(plain, nodes)]
+        for _ in range(2):  # the second time from the memoized table
+            expected = []
+            for node in nodes:
+                spec = specs.get(node.name)
+                if spec is None:
+                    expected.append("no NodeResources object for node")
+                    continue
+                missing = [r for r in sorted(wanted) if not spec.resources_filter.get(r, False)]
+                expected.append(f"node does not enable {', '.join(missing)}" if missing else "")
+            assert [v.reason for v in plugin.filter(fast, nodes)] == expected
+        if wanted:
+            fast_scores, plain_scores = plugin.score(fast, nodes).scores, plugin.score(plain, nodes).scores
+            assert (fast_scores.values, fast_scores.raws) == (plain_scores.values, plain_scores.raws)
+            means = [
+                None
+                if (s := specs.get(n.name)) is None
+                else sum(s.resources_score.get(r, 0) for r in wanted) / len(wanted)
+                for n in nodes
+            ]
+            assert fast_scores.raws == means
+            assert fast_scores.values == [0.0 if m is None else min(100.0, max(0.0, m)) for m in means]
