@@ -2,6 +2,11 @@
 
 Readiness means: profiles loaded, the spool writable, and (with the Kubernetes node cache) the first lists of
 Nodes and NodeResources read, so no verb answers from an empty cache.
+
+"Writable" is what the verbs last saw: the probe itself writes nothing (it is polled). A failed append (disk
+full, unwritable) makes this process unready until an append succeeds again or, since an unready replica gets
+no verbs through its Service, until the spool's checkpoint thread manages a write of that record's size
+(``Spool.probe_write``). Each gunicorn worker has its own spool handle, so each reports what it saw.
 """
 
 from __future__ import annotations
@@ -21,6 +26,11 @@ def readyz(request: HttpRequest) -> JsonResponse:
         depth = runtime.spool.depth()
     except Exception as exc:
         return JsonResponse({"status": "unready", "reason": f"spool unavailable: {exc}"}, status=503)
+    if (append_error := runtime.spool.last_append_error) is not None:
+        return JsonResponse(
+            {"status": "unready", "reason": f"spool cannot take appends: {append_error}", "spool_depth": depth},
+            status=503,
+        )
     cache = getattr(runtime.cluster, "status", None)
     cluster = cache() if callable(cache) else None
     if cluster is not None and not cluster.get("synced"):

@@ -43,6 +43,8 @@ _SCHEMA = (
     "id INTEGER PRIMARY KEY AUTOINCREMENT, data BLOB NOT NULL, answered INTEGER NOT NULL DEFAULT 1)",
     "CREATE TABLE IF NOT EXISTS rejected ("
     "id INTEGER PRIMARY KEY, data BLOB NOT NULL, error TEXT NOT NULL, rejected_at REAL NOT NULL)",
+    # Written only after a failed append, by the checkpoint thread: would an append of that size fit again?
+    "CREATE TABLE IF NOT EXISTS write_probe (id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
 )
 
 SPOOL_APPEND_FAILURES = Counter(
@@ -64,6 +66,8 @@ class SpoolRow(NamedTuple):
 
 CHECKPOINT_SECONDS = 1.0
 """How often each process copies the spool's WAL into its database file (off the verbs' path)."""
+_PROBE_MARGIN_BYTES = 16384
+"""Added to a failed record's size by the write probe: an append also writes pages the probe does not."""
 _checkpointer_lock = threading.Lock()
 
 
@@ -77,6 +81,12 @@ class Spool:
         self.path = self.directory / "spool.sqlite3"
         self._local = threading.local()
         self._checkpointer_pid: int | None = None
+        self.checkpoint_thread: threading.Thread | None = None
+        self._closed = threading.Event()
+        # Readiness (dashboard/health.py): set by a failed append, cleared by a successful one or by the checkpoint
+        # thread's write probe (an unready replica gets no verbs through its Service, so none would clear it).
+        self.last_append_error: str | None = None
+        self._failed_append_bytes = 0
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             with contextlib.closing(self._connect()) as conn:
@@ -103,21 +113,55 @@ class Spool:
         return conn
 
     def _checkpoint_forever(self) -> None:
-        while True:
-            time.sleep(CHECKPOINT_SECONDS)
+        while not self._closed.wait(CHECKPOINT_SECONDS):
+            if not self.path.exists():  # the spool was removed (a test's temporary directory): nothing to keep
+                log.info("spool %s is gone; its checkpoint thread stops", self.path)
+                break
             try:
                 # PASSIVE never blocks appends; SQLite releases the GIL while it copies.
                 self._conn().execute("PRAGMA wal_checkpoint(PASSIVE)")
             except sqlite3.Error:
                 log.warning("spool checkpoint failed; will retry", exc_info=True)
+            if self.last_append_error is not None:
+                self.probe_write()
+        self._close_connection()
+
+    def probe_write(self) -> bool:
+        """After a failed append: write (then delete) a blob of that record's size; success clears the failure."""
+        failed = self.last_append_error
+        conn = self._conn()
+        try:
+            size = self._failed_append_bytes + _PROBE_MARGIN_BYTES
+            conn.execute("INSERT OR REPLACE INTO write_probe (id, data) VALUES (1, zeroblob(?))", (size,))
+            conn.execute("DELETE FROM write_probe")
+        except sqlite3.Error:
+            return False
+        if self.last_append_error is failed:  # not failed again meanwhile
+            self.last_append_error = None
+        return True
+
+    def close(self) -> None:
+        """Stop this spool's checkpoint thread and close the calling thread's connection (appends still work)."""
+        self._closed.set()
+        thread = self.checkpoint_thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=10.0)
+        self._close_connection()
+
+    def _close_connection(self) -> None:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            conn.close()
 
     def _start_checkpointer(self) -> None:
         with _checkpointer_lock:
             if self._checkpointer_pid != os.getpid():  # once per process (gunicorn forks after import)
                 self._checkpointer_pid = os.getpid()
-                threading.Thread(
+                self.checkpoint_thread = threading.Thread(
                     target=self._checkpoint_forever, name="schedlens-spool-checkpoint", daemon=True
-                ).start()
+                )
+                self.checkpoint_thread.start()
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -132,7 +176,14 @@ class Spool:
         if self._checkpointer_pid != os.getpid():
             self._start_checkpointer()
         answered = 0 if confirm_later else 1
-        cursor = self._conn().execute("INSERT INTO events (data, answered) VALUES (?, ?)", (data, answered))
+        try:
+            cursor = self._conn().execute("INSERT INTO events (data, answered) VALUES (?, ?)", (data, answered))
+        except Exception as exc:
+            self._failed_append_bytes = len(data)
+            self.last_append_error = f"{type(exc).__name__}: {exc}"
+            raise
+        if self.last_append_error is not None:
+            self.last_append_error = None
         return int(cursor.lastrowid or 0)
 
     def confirm(self, row_id: int) -> None:

@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Protocol
 
 import msgspec
@@ -29,6 +30,7 @@ from scheduler_core.record import BindRecord, FilterRecord, NodeMode, PluginScor
 
 SERVER_ID = f"{socket.gethostname()}:{os.getpid()}"
 log = logging.getLogger(__name__)
+_name = attrgetter("name")
 
 
 class UnknownProfileError(LookupError):
@@ -163,9 +165,12 @@ class Extender:
         if args.nodes is not None:
             raws = args.nodes.items or []
             if images:
-                return "nodes", [node_info(wire.decode_node(raw, i)) for i, raw in enumerate(raws)], raws
-            metas = [wire.decode_node_meta(raw, i).metadata for i, raw in enumerate(raws)]
-            return "nodes", [NodeInfo(meta.name, meta.labels or {}) for meta in metas], raws
+                infos = [node_info(wire.decode_node(raw, i)) for i, raw in enumerate(raws)]
+            else:
+                metas = [wire.decode_node_meta(raw, i).metadata for i, raw in enumerate(raws)]
+                infos = [NodeInfo(meta.name, meta.labels or {}) for meta in metas]
+            wire.check_node_names(list(map(_name, infos)), wire.NODE_ITEM_NAME_PATH)
+            return "nodes", infos, raws
         names = args.node_names or []
         found = list(map(node_lookup(self.cluster), names))
         if len(list(filter(None, found))) != len(found):  # (``None in found`` would call NodeInfo.__eq__ per node)

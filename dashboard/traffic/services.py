@@ -22,13 +22,23 @@ from dashboard.traffic.clients import keys, snapshot_store, worker_client
 from dashboard.traffic.herd import RedisBindLog
 from dashboard.traffic.models import RefreshStatus, TrafficRefresh
 from dashboard.traffic.snapshots import SnapshotStore, query_key, query_to_dict
-from dashboard.traffic.sources import known_node_names, traffic_source_for
+from dashboard.traffic.sources import fetch_deadline_seconds, known_node_names, traffic_source_for
 from dashboard.traffic.view import herd_horizon
-from scheduler_core.traffic import TrafficQuery, TrafficSnapshot, TrafficSourceError
+from scheduler_core.traffic import TrafficQuery, TrafficSnapshot, TrafficSource, TrafficSourceError
 
 log = logging.getLogger(__name__)
 
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
+
+REFRESH_LOCK_MARGIN_SECONDS = 10.0
+"""How long a refresh's lock outlives its fetch's deadline: the snapshot's Redis writes that follow the fetch."""
+
+
+def refresh_lock_seconds(source: TrafficSource) -> float:
+    """The refresh lock's TTL: what a live run needs, so a run killed holding it (SIGKILL, OOM) blocks the next
+    refreshes of its query only that long, not the task's time limit. The lock guards the fetch and the Redis
+    writes; the database row comes after them, so a slow database outliving the lock overlaps nothing."""
+    return min(float(settings.CELERY_TASK_TIME_LIMIT), fetch_deadline_seconds(source) + REFRESH_LOCK_MARGIN_SECONDS)
 
 
 def _when(seconds: float) -> datetime:
@@ -53,13 +63,14 @@ def traffic_refresh(*, query: TrafficQuery) -> TrafficRefresh | None:
     """
     store = snapshot_store()
     started = time.time()
+    source = traffic_source_for(query)
     try:
-        token = store.acquire_refresh_lock(query, settings.CELERY_TASK_TIME_LIMIT)
+        token = store.acquire_refresh_lock(query, refresh_lock_seconds(source))
         if token is None:
             log.info("traffic refresh of %s skipped: another one is running", query_key(query))
             return None
         try:
-            return _refresh(query, store)
+            return _refresh(query, store, source)
         finally:
             store.release_refresh_lock(query, token)
     except redis.RedisError as exc:  # Redis down or refusing writes (maxmemory): the row says so
@@ -76,13 +87,13 @@ def traffic_refresh(*, query: TrafficQuery) -> TrafficRefresh | None:
         )
 
 
-def _refresh(query: TrafficQuery, store: SnapshotStore) -> TrafficRefresh | None:
+def _refresh(query: TrafficQuery, store: SnapshotStore, source: TrafficSource) -> TrafficRefresh | None:
     started = time.time()
     perf = time.perf_counter()
     snapshot: TrafficSnapshot | None = None
     error = ""
     try:
-        snapshot = traffic_source_for(query).fetch(query)
+        snapshot = source.fetch(query)
     except TrafficSourceError as exc:
         error = str(exc)
     duration = time.perf_counter() - perf

@@ -22,6 +22,18 @@ def known_node_names() -> list[str]:
     return _file_cluster(path).node_names() if path else []
 
 
+def fetch_deadline_seconds(source: TrafficSource) -> float:
+    """The longest ``source.fetch`` can take: a Prometheus source bounds each attempt to ``timeout_seconds`` and
+    pauses ``backoff_seconds``, doubling, between its ``retries`` (scheduler_core/traffic/prometheus.py); the
+    synthetic source does no I/O."""
+    timeout = getattr(source, "timeout_seconds", None)
+    if timeout is None:
+        return 0.0
+    retries = int(getattr(source, "retries", 0))
+    backoff = float(getattr(source, "backoff_seconds", 0.0))
+    return float(timeout) * (retries + 1) + backoff * (2**retries - 1)
+
+
 def traffic_source_for(
     query: TrafficQuery, *, timeout_seconds: float | None = None, retries: int | None = None
 ) -> TrafficSource:

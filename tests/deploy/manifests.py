@@ -135,6 +135,17 @@ def extender_problems(config: Doc) -> list[str]:
 SETTING = re.compile(r"\b((?:SCHEDLENS|DJANGO|WEB|DATABASE|REDIS|PROMETHEUS)_[A-Z_]+|HOST|PORT)\b")
 
 
+TLS_SERVING_VARIABLES = ("SCHEDLENS_TLS_CERT", "SCHEDLENS_TLS_KEY", "SCHEDLENS_TLS_CLIENT_CA")
+
+
+def https_problems(env: dict[str, str]) -> list[str]:
+    """An environment that serves TLS must also say so to Django (SCHEDLENS_HTTPS: secure cookies, HSTS)."""
+    serving = [name for name in TLS_SERVING_VARIABLES if env.get(name)]
+    if serving and str(env.get("SCHEDLENS_HTTPS", "")).lower() != "true":
+        return [f"{', '.join(serving)} set without SCHEDLENS_HTTPS=true"]
+    return []
+
+
 def known_environment_variables() -> set[str]:
     """Variables schedlens reads (settings, gunicorn config): a deployment setting anything else has a typo."""
     names: set[str] = set()

@@ -26,6 +26,7 @@ from tests.deploy.manifests import (
     command_problems,
     expand_rules,
     extender_problems,
+    https_problems,
     known_environment_variables,
     kubernetes_documents,
     load_documents,
@@ -173,6 +174,36 @@ def test_the_chart_environment_sets_only_variables_schedlens_reads() -> None:
     assert {"SCHEDLENS_TLS_CERT", "SCHEDLENS_TLS_KEY", "SCHEDLENS_TLS_CLIENT_CA"} <= set(env["data"])
 
 
+def conditions_of_env_keys(template: str) -> dict[str, tuple[str, ...]]:
+    """Each key of the schedlens-env ConfigMap template -> the ``if`` conditions it is rendered under."""
+    stack: list[str] = []
+    keys: dict[str, tuple[str, ...]] = {}
+    document = template.split("\n---")[0]
+    for line in document.splitlines():
+        if match := re.fullmatch(r"\s*\{\{-?\s*if\s+(.+?)\s*-?\}\}\s*", line):
+            stack.append(match.group(1))
+        elif re.fullmatch(r"\s*\{\{-?\s*else\s*-?\}\}\s*", line):
+            stack.append(f"not {stack.pop()}")
+        elif re.fullmatch(r"\s*\{\{-?\s*end\s*-?\}\}\s*", line):
+            stack.pop()
+        elif match := re.fullmatch(r"  ([A-Z][A-Z0-9_]*):.*", line):
+            keys[match.group(1)] = tuple(stack)
+    return keys
+
+
+def test_the_chart_sets_schedlens_https_exactly_when_it_serves_tls() -> None:
+    template = (CHART / "templates" / "configmaps.yaml").read_text()
+    keys = conditions_of_env_keys(template)
+
+    assert keys["SCHEDLENS_TLS_CERT"] == (".Values.tls.enabled",)
+    assert keys["SCHEDLENS_HTTPS"] == (".Values.tls.enabled",), "set with the TLS variables, and only with them"
+    assert keys["SCHEDLENS_TLS_CLIENT_CA"] == (".Values.tls.enabled", ".Values.tls.requireClientCert")
+    assert keys["PORT"] == ()
+    [env] = [d for d in chart_documents() if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "schedlens-env"]
+    assert env["data"]["SCHEDLENS_HTTPS"] == "true"  # a string: a YAML boolean is no valid ConfigMap value
+    assert https_problems(env["data"]) == []
+
+
 def test_the_chart_commands_exist() -> None:
     for doc in chart_documents():
         if doc["kind"] in ("Deployment", "StatefulSet", "Job"):
@@ -200,3 +231,6 @@ def test_helm_lints_and_renders_the_chart(tls: str) -> None:
     docs = [d for d in yaml.safe_load_all(rendered.stdout) if d]
     [config_map] = [d for d in docs if d["kind"] == "ConfigMap" and "scheduler-config.yaml" in d.get("data", {})]
     assert extender_problems(yaml.safe_load(config_map["data"]["scheduler-config.yaml"])) == []
+    [env] = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "schedlens-env"]
+    assert https_problems(env["data"]) == []
+    assert env["data"].get("SCHEDLENS_HTTPS") == ("true" if tls == "true" else None)

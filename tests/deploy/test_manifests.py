@@ -18,6 +18,7 @@ from tests.deploy.manifests import (
     command_problems,
     expand_rules,
     extender_problems,
+    https_problems,
     known_environment_variables,
     kubernetes_documents,
     load_documents,
@@ -263,6 +264,29 @@ def test_the_environment_sets_only_variables_schedlens_reads() -> None:
     assert env["SCHEDLENS_BIND_MODE"] == "kubernetes"
     assert f"schedlens.{NAMESPACE}.svc" in env["DJANGO_ALLOWED_HOSTS"].split(",")
     assert "localhost" in env["DJANGO_ALLOWED_HOSTS"].split(","), "the probes send Host: localhost"
+
+
+def environments(docs: list[dict]) -> list[tuple[str, dict[str, str]]]:
+    """Every ConfigMap's data and every container's own env, by where they are."""
+    found = [(f"ConfigMap/{d['metadata']['name']}", d.get("data") or {}) for d in of_kind(docs, "ConfigMap")]
+    for workload, spec in pod_specs(docs):
+        for container in spec.get("containers", []) + spec.get("initContainers", []):
+            env = {e["name"]: e.get("value", "") for e in container.get("env", [])}
+            found.append((f"{workload['metadata']['name']}/{container['name']}", env))
+    return found
+
+
+def test_every_environment_serving_tls_also_sets_schedlens_https() -> None:
+    assert [(where, p) for where, env in environments(DOCS) for p in https_problems(env)] == []
+
+
+def test_the_https_check_catches_tls_without_schedlens_https() -> None:
+    tls = {"SCHEDLENS_TLS_CERT": "/etc/schedlens-tls/tls.crt", "SCHEDLENS_TLS_KEY": "/etc/schedlens-tls/tls.key"}
+
+    assert https_problems(tls) == ["SCHEDLENS_TLS_CERT, SCHEDLENS_TLS_KEY set without SCHEDLENS_HTTPS=true"]
+    assert https_problems({**tls, "SCHEDLENS_HTTPS": "false"}) != []
+    assert https_problems({**tls, "SCHEDLENS_HTTPS": "true"}) == []
+    assert https_problems({"SCHEDLENS_HTTPS": "false"}) == []
 
 
 def test_the_profiles_config_map_loads_as_schedlens_profiles() -> None:

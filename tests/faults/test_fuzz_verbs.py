@@ -77,8 +77,10 @@ def extender() -> Extender:
 
 
 @pytest.fixture
-def spool(tmp_path: Path) -> Spool:
-    return Spool(tmp_path / "spool")
+def spool(tmp_path: Path) -> Iterator[Spool]:
+    spool = Spool(tmp_path / "spool")
+    yield spool
+    spool.close()
 
 
 # --- strategies ------------------------------------------------------------------------------------------
@@ -441,4 +443,5 @@ def runtime_for_fuzz(settings, tmp_path, monkeypatch):
     settings.SCHEDLENS_CLUSTER_FILE = ""
     runtime = runtime_module.Runtime()
     monkeypatch.setattr(runtime_module, "_runtime", runtime)
-    return runtime
+    yield runtime
+    runtime.spool.close()

@@ -22,7 +22,7 @@ from prometheus_client import REGISTRY
 from dashboard.extender import runtime as runtime_module
 from scheduler_core.record import decode_event
 from tests.conftest import traffic_store
-from tests.faults.services import Gunicorn, tmpfs
+from tests.faults.services import Gunicorn, tmpfs, wait_for
 
 JSON = "application/json"
 
@@ -74,7 +74,8 @@ def runtime(settings, spool_disk: Path, monkeypatch):
     runtime.traffic.put(quiet.latest(next(iter(runtime.profiles["default"].traffic_queries()))))
     runtime.extender.traffic = runtime.traffic
     monkeypatch.setattr(runtime_module, "_runtime", runtime)
-    return runtime
+    yield runtime
+    runtime.spool.close()  # before the tmpfs goes: its checkpoint thread would outlive the test
 
 
 def body(uid: str) -> bytes:
@@ -127,6 +128,43 @@ def test_the_alarm_is_exported_on_metrics(client, runtime, spool_disk):
         client.post("/extender/default/filter", body("while-full"), content_type=JSON)
     text = client.get("/metrics").content.decode()
     assert 'schedlens_spool_append_failures_total{policy="fail",verb="filter"}' in text
+
+
+def readiness(client) -> tuple[int, str]:
+    response = client.get("/readyz")
+    return response.status_code, json.loads(response.content).get("reason", "")
+
+
+def test_readyz_is_503_while_appends_fail_and_200_again_once_one_succeeds(client, runtime, spool_disk):
+    assert client.post("/extender/default/filter", body("before"), content_type=JSON).status_code == 200
+    assert readiness(client) == (200, "")
+    with full(spool_disk):
+        assert readiness(client) == (200, ""), "a full disk alone is not seen: the probe writes nothing"
+        assert client.post("/extender/default/filter", body("while-full"), content_type=JSON).status_code == 503
+
+        status, reason = readiness(client)
+        assert status == 503
+        assert reason.startswith("spool cannot take appends: ")
+        assert "database or disk is full" in reason
+        assert runtime.spool.probe_write() is False, "no write of the failed record's size fits yet"
+        assert readiness(client)[0] == 503
+
+    assert client.post("/extender/default/filter", body("after"), content_type=JSON).status_code == 200
+    assert readiness(client) == (200, "")
+    assert spooled_uids(runtime) == ["before", "after"]
+
+
+def test_readyz_recovers_without_any_verb_once_space_is_freed(client, runtime, spool_disk):
+    # Unready, the replica leaves its Service: no verb would come to clear the failure. The checkpoint thread's
+    # write probe does, and it writes a row only while the spool is failing.
+    assert client.post("/extender/default/filter", body("before"), content_type=JSON).status_code == 200
+    with full(spool_disk):
+        assert client.post("/extender/default/filter", body("while-full"), content_type=JSON).status_code == 503
+        assert readiness(client)[0] == 503
+    assert runtime.spool.checkpoint_thread is not None
+    assert runtime.spool.checkpoint_thread.is_alive()
+    wait_for(lambda: readiness(client)[0] == 200, what="the checkpoint thread to find the spool writable again")
+    assert spooled_uids(runtime) == ["before"], "the probe leaves no record behind"
 
 
 def test_a_spool_that_cannot_be_written_at_all_keeps_the_server_from_starting(

@@ -19,4 +19,5 @@ def runtime(settings, tmp_path, monkeypatch):
     runtime.traffic.put(quiet.latest(next(iter(runtime.profiles["default"].traffic_queries()))))
     runtime.extender.traffic = runtime.traffic
     monkeypatch.setattr(runtime_module, "_runtime", runtime)
-    return runtime
+    yield runtime
+    runtime.spool.close()

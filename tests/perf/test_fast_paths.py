@@ -132,3 +132,8 @@ def test_the_resource_plugin_answers_the_same_from_its_tables_as_node_by_node(se
             ]
             assert fast_scores.raws == means
             assert fast_scores.values == [0.0 if m is None else min(100.0, max(0.0, m)) for m in means]
+
+
+def test_a_score_outside_the_extender_scale_is_still_encoded_as_is():
+    expected = wire.encode([wire.HostPriority(host="a", score=-1), wire.HostPriority(host="b", score=11)])
+    assert wire.encode_host_priorities(["a", "b"], [-1, 11]) == expected

@@ -73,7 +73,8 @@ def redis_runtime(settings, tmp_path, monkeypatch, redis_prefix, own_prometheus:
     settings.SCHEDLENS_PROMETHEUS_TIMEOUT_SECONDS = 1.0
     runtime = runtime_module.Runtime()
     monkeypatch.setattr(runtime_module, "_runtime", runtime)
-    return runtime
+    yield runtime
+    runtime.spool.close()
 
 
 def prioritize(client, runtime) -> tuple[float, VerbEvent]:

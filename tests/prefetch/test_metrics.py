@@ -55,7 +55,8 @@ def inprocess_runtime(settings, tmp_path, monkeypatch):
     query = next(iter(runtime.profiles["default"].traffic_queries()))
     runtime.traffic.put(traffic_store({"node-1": 1.0e6}, age=30.0, query=query).latest(query))
     monkeypatch.setattr(runtime_module, "_runtime", runtime)
-    return runtime
+    yield runtime
+    runtime.spool.close()
 
 
 def test_verb_latency_is_counted_per_verb_and_profile_and_unknown_profiles_share_one_label(
