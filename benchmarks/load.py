@@ -122,39 +122,17 @@ class Scheduler:
         self._count = [0]
         self._lock = threading.Lock()
         self.main = Connection(self.host, self.port, self._count, self._lock)
-        self._local = threading.local()
-        self._bind_conns: list[Connection] = []
-        self.binds = ThreadPoolExecutor(BIND_THREADS, thread_name_prefix="bind")
+        self.binds = BindProcess(self.host, self.port, self.prefix)
         self.run = Run()
 
     @property
     def connections(self) -> int:
         return self._count[0]
 
-    def _bind_connection(self) -> Connection:
-        conn: Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = Connection(self.host, self.port, self._count, self._lock)
-            with self._lock:
-                self._bind_conns.append(conn)
-        return conn
-
     def _error(self, message: str) -> None:
         with self._lock:
             self.run.errors += 1
             self.run.first_error = self.run.first_error or message
-
-    def _bind(self, body: bytes) -> None:
-        try:
-            status, data, took = self._bind_connection().post(f"{self.prefix}/bind", body)
-        except (http.client.HTTPException, ConnectionError) as exc:
-            self._error(f"bind: {exc}")
-            return
-        with self._lock:
-            self.run.requests += 1
-            self.run.bind_ms.append(took)
-        if status != 200 or json.loads(data).get("Error"):
-            self._error(f"bind: {status} {data[:200]!r}")
 
     def schedule(self, pod: dict[str, Any], filter_body: bytes, pod_json: bytes, names: bool) -> None:
         """filter → prioritize (two or more feasible nodes) → bind in the background, like one scheduling cycle."""
@@ -193,15 +171,86 @@ class Scheduler:
             chosen = max(hosts, key=lambda h: h.Score).Host if hosts else chosen
         meta = pod["metadata"]
         bind = {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": chosen}
-        self.binds.submit(self._bind, msgspec.json.encode(bind))
+        self.binds.send(msgspec.json.encode(bind))
 
     def close(self) -> None:
-        self.binds.shutdown(wait=True)
-        self.run.connections = self.connections
-        self.run.reconnections = sum(max(0, c.opened - 1) for c in [self.main, *self._bind_conns])
+        binds = self.binds.finish()
+        run = self.run
+        run.bind_ms.extend(binds["bind_ms"])
+        run.requests += binds["requests"]
+        if binds["errors"]:
+            run.errors += binds["errors"]
+            run.first_error = run.first_error or binds["first_error"]
+        run.connections = self.connections + binds["connections"]
+        run.reconnections = max(0, self.main.opened - 1) + binds["reconnections"]
         self.main.close()
-        for conn in self._bind_conns:
-            conn.close()
+
+
+class BindProcess:
+    """Binds posted from a child process, on a pool of keep-alive connections, while the loop goes on.
+
+    kube-scheduler binds in a goroutine per pod, in parallel with the next scheduling cycle. Bind threads in
+    this (Python) client would hold its GIL while they parse answers, and the next filter's round trip would
+    count that wait as if it were the server's time; from a child process the loop only writes each body to a
+    pipe.
+    """
+
+    def __init__(self, host: str, port: int, prefix: str) -> None:
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        bodies_in, self._bodies_out = context.Pipe(duplex=False)  # (receiving end, sending end)
+        self._results_in, results_out = context.Pipe(duplex=False)
+        self._process = context.Process(
+            target=_bind_forever, args=(host, port, prefix, bodies_in, results_out), daemon=True
+        )
+        self._process.start()
+
+    def send(self, body: bytes) -> None:
+        self._bodies_out.send_bytes(body)
+
+    def finish(self) -> dict[str, Any]:
+        self._bodies_out.send_bytes(b"")
+        results: dict[str, Any] = self._results_in.recv()
+        self._process.join(timeout=30)
+        return results
+
+
+def _bind_forever(host: str, port: int, prefix: str, bodies: Any, results: Any) -> None:
+    """The bind process: post each body received until an empty one, then send back what happened."""
+    lock = threading.Lock()
+    count = [0]
+    local = threading.local()
+    conns: list[Connection] = []
+    out: dict[str, Any] = {"bind_ms": [], "requests": 0, "errors": 0, "first_error": ""}
+
+    def bind(body: bytes) -> None:
+        conn: Connection | None = getattr(local, "conn", None)
+        if conn is None:
+            conn = local.conn = Connection(host, port, count, lock)
+            with lock:
+                conns.append(conn)
+        try:
+            status, data, took = conn.post(f"{prefix}/bind", body)
+            error = "" if status == 200 and not json.loads(data).get("Error") else f"bind: {status} {data[:200]!r}"
+        except (http.client.HTTPException, ConnectionError) as exc:
+            status, took, error = 0, 0.0, f"bind: {exc}"
+        with lock:
+            if status:
+                out["requests"] += 1
+                out["bind_ms"].append(took)
+            if error:
+                out["errors"] += 1
+                out["first_error"] = out["first_error"] or error
+
+    with ThreadPoolExecutor(BIND_THREADS, thread_name_prefix="bind") as pool:
+        while body := bodies.recv_bytes():
+            pool.submit(bind, body)
+    out["connections"] = count[0]
+    out["reconnections"] = sum(max(0, c.opened - 1) for c in conns)
+    for conn in conns:
+        conn.close()
+    results.send(out)
 
 
 class _Meta(msgspec.Struct):

@@ -110,6 +110,10 @@ class Spool:
         # dozen 1000-node records) would copy the WAL into the database inside a verb's append, a 10 ms stall at
         # the p99. A background thread per process checkpoints instead (``_checkpoint_forever``).
         conn.execute("PRAGMA wal_autocheckpoint=0")
+        # Each gunicorn thread keeps its own connection, and SQLite's default page cache (2 MiB) fills up with
+        # pages that appends never read again: 8 threads × 2 MiB was most of a worker's memory growth in the
+        # soak. Appends and the ingester's sequential reads need no more than a few pages.
+        conn.execute("PRAGMA cache_size=-256")
         return conn
 
     def _checkpoint_forever(self) -> None:

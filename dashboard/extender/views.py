@@ -86,7 +86,7 @@ def verb(request: HttpRequest, profile: str, verb: str) -> HttpResponse:
     try:
         row_id = runtime.spool.append(record, confirm_later=True)
     except Exception:
-        result = _spool_failed(verb, result, record)
+        result = _spool_failed(verb, result)
     seconds = time.perf_counter() - started
     metrics.observe_verb(
         verb=verb, profile=profile, known=profile in runtime.profiles, status=result.status, seconds=seconds
@@ -96,16 +96,16 @@ def verb(request: HttpRequest, profile: str, verb: str) -> HttpResponse:
     return ConfirmedAnswer(runtime.spool, row_id, result.body, status=result.status, content_type=JSON)
 
 
-def _spool_failed(verb: str, result: VerbResult, record: bytes) -> VerbResult:
+def _spool_failed(verb: str, result: VerbResult) -> VerbResult:
     """The spool refused the record: fail the call or answer anyway (``SCHEDLENS_SPOOL_FAILURE``), never silently."""
     policy = settings.SCHEDLENS_SPOOL_FAILURE
     SPOOL_APPEND_FAILURES.labels(verb, policy).inc()
-    # The log is the record's last home: the whole record, as the spool would have held it.
+    # The log is the record's last home: the whole record, as JSON (the spool's own form may be binary).
     log.exception(
         "could not append the %s record to the spool (SCHEDLENS_SPOOL_FAILURE=%s); the record: %s",
         verb,
         policy,
-        record.decode("utf-8", "replace"),
+        wire.encode(result.event).decode("utf-8", "replace"),
     )
     if policy == "answer":
         return result
