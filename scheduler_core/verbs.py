@@ -220,7 +220,7 @@ class Extender:
         else:
             result = wire.ExtenderFilterResult(
                 nodes=None,
-                node_names=[nodes[i].name for i in decision.passed],
+                node_names=record.passed,  # the passing names, in input order (as ``decision.passed``)
                 failed_nodes=failed,
                 failed_and_unresolvable_nodes=unresolvable,
             )
