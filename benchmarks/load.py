@@ -288,6 +288,14 @@ class Bodies:
 def start_server(workdir: Path, cluster: SyntheticCluster, *, database_url: str, ingest: bool, floor: bool = False):
     from tests.live_server import LiveServer
 
+    env = server_env(workdir, cluster, database_url=database_url, ingest=ingest)
+    if floor:
+        return _FloorServer(env)
+    return LiveServer(env, workers=int(os.environ.get("WEB_WORKERS", "2")))
+
+
+def server_env(workdir: Path, cluster: SyntheticCluster, *, database_url: str, ingest: bool) -> dict[str, str]:
+    """The environment of the benchmark's schedlens processes: demo profiles, the simulator's cluster, a spool."""
     workdir.mkdir(parents=True, exist_ok=True)
     cluster_file = workdir / "cluster.json"
     if not cluster_file.exists():
@@ -303,9 +311,7 @@ def start_server(workdir: Path, cluster: SyntheticCluster, *, database_url: str,
         "PROMETHEUS_URL": "",
         "SCHEDLENS_TRAFFIC_BACKEND": "inprocess",
     }
-    if floor:
-        return _FloorServer(env)
-    return LiveServer(env, workers=int(os.environ.get("WEB_WORKERS", "2")))
+    return env
 
 
 class _FloorServer:
@@ -469,15 +475,25 @@ def _count(url: str, table: str) -> int:
 def sustained(
     count: int, seconds: float, workdir: Path, database: str = "schedlens_bench_sustained"
 ) -> SustainedResult:
-    """Pods/s for ``seconds`` at ``count`` nodes (NodeNames), ingest on; then every record counted in PostgreSQL."""
+    """Pods/s for ``seconds`` at ``count`` nodes (NodeNames), ingest on; then every record counted in PostgreSQL.
+
+    The deployed layout (``deploy/``): gunicorn answers and spools, a separate ``manage.py ingest_spool --follow``
+    moves the records into PostgreSQL (an ingester thread inside a web process would share its GIL with the verbs).
+    """
     from dashboard.spool import Spool
+    from tests.faults.services import manage
 
     url = recreate_database(database)
     migrate(url)
     cluster = make_cluster(count)
     bodies = Bodies(cluster, seed=5)
     size_dir = workdir / f"sustained-{count}"
-    server = start_server(size_dir, cluster, database_url=url, ingest=True)
+    server = start_server(size_dir, cluster, database_url=url, ingest=False)
+    ingester = manage(
+        ["ingest_spool", "--follow"],
+        server_env(size_dir, cluster, database_url=url, ingest=False),
+        size_dir / "ingest.log",
+    )
     try:
         scheduler = Scheduler(server.url)
         started = time.perf_counter()
@@ -499,6 +515,7 @@ def sustained(
         left = spool.depth()
     finally:
         server.stop()
+        ingester.stop()
     result = SustainedResult(
         count, seconds, scheduler.run, _count(url, "dashboard_schedulingcycle"), calls, drain, left
     )
@@ -527,7 +544,14 @@ def main() -> None:
         latency(args.nodes, pods, workdir)
     else:
         result = sustained(args.nodes, args.seconds, workdir)
-        print(result)
+        run = result.run
+        print(
+            f"{result.nodes} nodes, {run.seconds:.0f} s: {run.pods} pods ({run.pods / run.seconds:.0f} pods/s), "
+            f"{run.requests} requests, {run.errors} errors, {result.calls_stored} calls stored "
+            f"({run.requests - result.calls_stored} missing), drain {result.drain_seconds:.0f} s; filter p50 "
+            f"{p50(run.filter_ms):.2f} p99 {percentile(run.filter_ms, 99):.2f}, prioritize p50 "
+            f"{p50(run.prioritize_ms):.2f} p99 {percentile(run.prioritize_ms, 99):.2f}"
+        )
 
 
 if __name__ == "__main__":

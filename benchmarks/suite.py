@@ -195,9 +195,11 @@ def main() -> None:
             "## Sustained: 1000 nodes, NodeNames, ingest on",
             "",
             f"`make bench BENCH={flag}` ({seconds / 60:.0f} min). One kube-scheduler-like client as above against "
-            "gunicorn with the in-process ingester moving records to PostgreSQL (same machine, 2 cores shared by "
-            "client, server, ingester and PostgreSQL); afterwards the spool is waited on until empty and every "
-            "call counted in the database.",
+            "the deployed layout: gunicorn answering and spooling, a separate `manage.py ingest_spool --follow` "
+            "moving records to PostgreSQL (same machine, 2 cores shared by client, server, ingester and "
+            "PostgreSQL). The client is serial like kube-scheduler's scheduling loop, so pods/s is bounded by "
+            "1 / (filter + prioritize round trip + the client's own work per pod). Afterwards the spool is waited "
+            "on until empty and every call counted in the database.",
             "",
             *table(
                 ["pods", "seconds", "pods/s", "requests", "errors", "calls stored", "lost", "cycles", "drain after"],
