@@ -24,6 +24,7 @@ import statistics
 import sys
 import time
 import uuid
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ sys.path.insert(0, str(REPO))
 
 ADMIN_URL = os.environ.get("BENCH_ADMIN_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 CHUNK = 20_000
+POSTING_BITS = 256
+"""Cycles per NodePosting row (``dashboard.services.cycles``)."""
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -112,6 +115,8 @@ def _copy_text(value: Any) -> str:
         return "\\N"
     if isinstance(value, bool):
         return "t" if value else "f"
+    if isinstance(value, bytes | memoryview):  # bytea in COPY's text form: \x and hex, its backslash escaped
+        return "\\\\x" + bytes(value).hex()
     if isinstance(value, (dict, list)):
         value = json.dumps(value, separators=(",", ":"))
     elif isinstance(value, datetime):
@@ -121,8 +126,16 @@ def _copy_text(value: Any) -> str:
 
 
 def bulk_load(total: int, *, span_days: int) -> float:
-    """COPY ``total`` cycles (and their calls) generated from the recorded templates. Returns seconds taken."""
-    from django.db import connection
+    """COPY ``total`` cycles (and their calls) generated from the recorded templates. Returns seconds taken.
+
+    Each copy gets its own candidate slot (its id) and its bits in the node postings, and a copied prioritize body
+    refers to the copied filter call (its new event id), as the ingester would have written them.
+    """
+    from django.db import connection, transaction
+
+    from dashboard.models import SchedulingCycle
+    from dashboard.packing import body_referring_to
+    from dashboard.services.audit import NodeCounts, _tallies_add, tally_call
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT * FROM dashboard_schedulingcycle ORDER BY id")
@@ -140,6 +153,20 @@ def bulk_load(total: int, *, span_days: int) -> float:
 
     ci = {name: i for i, name in enumerate(cycle_columns)}
     vi = {name: i for i, name in enumerate(call_columns)}
+    # Each template's candidates (for the postings of its copies) and what its calls add to the node counts, from
+    # its calls as every reader gets them.
+    candidates: dict[int, list[str]] = {}
+    counts: dict[int, dict[str, NodeCounts]] = {}
+    for cycle in SchedulingCycle.objects.prefetch_related("calls"):
+        calls = list(cycle.calls.all())
+        records = {call.verb: call.record for call in calls}
+        nodes = (records.get("filter") or records.get("prioritize") or {}).get("nodes", [])
+        if cycle.candidate_slot is not None and nodes:
+            candidates[cycle.id] = nodes
+        counts[cycle.id] = {}
+        for call in calls:
+            tally_call(counts[cycle.id], {**vars(call), "record": call.record})
+    copies: Counter[int] = Counter()
     # Pre-render every column of every template once; only the changing ones are formatted per row.
     cycle_text = [[_copy_text(v) for v in row] for row in templates]
     call_text = {cid: [[_copy_text(v) for v in row] for row in rows] for cid, rows in calls_by_cycle.items()}
@@ -150,26 +177,35 @@ def bulk_load(total: int, *, span_days: int) -> float:
     started = time.perf_counter()
     cycle_id, call_id = first_cycle, first_call
     for chunk_start in range(0, total, CHUNK):
-        cycles_buf, calls_buf = io.StringIO(), io.StringIO()
+        cycles_buf, calls_buf, postings_buf = io.StringIO(), io.StringIO(), io.StringIO()
+        bits: dict[tuple[str, int], int] = {}
         for n in range(chunk_start, min(total, chunk_start + CHUNK)):
             template_index = n % len(templates)
             template = templates[template_index]
+            copies[template[ci["id"]]] += 1
             fields = list(cycle_text[template_index])
             at = origin + timedelta(seconds=n * step)
             offset = at - template[ci["started_at"]]
             fields[ci["id"]] = str(cycle_id)
+            if template[ci["id"]] in candidates:
+                fields[ci["candidate_slot"]] = str(cycle_id)
+                block, bit = divmod(cycle_id, POSTING_BITS)
+                for name in set(candidates[template[ci["id"]]]):
+                    bits[(name, block)] = bits.get((name, block), 0) | 1 << (POSTING_BITS - 1 - bit)
             fields[ci["pod_name"]] = _copy_text(f"{template[ci['pod_name']][:40]}-{n:07d}")
             fields[ci["pod_uid"]] = str(uuid.UUID(int=n + 1))
             fields[ci["started_at"]] = at.isoformat()
             fields[ci["finished_at"]] = (template[ci["finished_at"]] + offset).isoformat()
             cycles_buf.write("\t".join(fields) + "\n")
-            for call_row, call_fields in zip(
-                calls_by_cycle.get(template[ci["id"]], []), call_text.get(template[ci["id"]], []), strict=True
-            ):
+            template_calls = calls_by_cycle.get(template[ci["id"]], [])
+            new_event_ids = {row[vi["event_id"]]: f"{call_id + i:032x}" for i, row in enumerate(template_calls)}
+            for call_row, call_fields in zip(template_calls, call_text.get(template[ci["id"]], []), strict=True):
                 out = list(call_fields)
                 out[vi["id"]] = str(call_id)
                 out[vi["cycle_id"]] = str(cycle_id)
-                out[vi["event_id"]] = f"{call_id:032x}"
+                out[vi["event_id"]] = new_event_ids[call_row[vi["event_id"]]]
+                if call_row[vi["verb"]] == "prioritize" and call_row[vi["body"]] is not None:
+                    out[vi["body"]] = _copy_text(body_referring_to(bytes(call_row[vi["body"]]), new_event_ids))
                 out[vi["started_at"]] = (call_row[vi["started_at"]] + offset).isoformat()
                 calls_buf.write("\t".join(out) + "\n")
                 call_id += 1
@@ -181,10 +217,34 @@ def bulk_load(total: int, *, span_days: int) -> float:
             columns = ", ".join(f'"{c}"' for c in call_columns)
             with cursor.copy(f"COPY dashboard_verbcall ({columns}) FROM STDIN") as copy:
                 copy.write(calls_buf.getvalue())
+            for (name, block), value in bits.items():
+                postings_buf.write(f"{_copy_text(name)}\t{block}\t{value:0{POSTING_BITS}b}\n")
+            cursor.execute(
+                "CREATE TEMPORARY TABLE IF NOT EXISTS bench_postings AS "
+                "SELECT node, block, bits FROM dashboard_nodeposting WITH NO DATA"
+            )
+            with cursor.copy("COPY bench_postings (node, block, bits) FROM STDIN") as copy:
+                copy.write(postings_buf.getvalue())
+            cursor.execute(
+                "INSERT INTO dashboard_nodeposting (node, block, bits) SELECT node, block, bit_or(bits) "
+                "FROM bench_postings GROUP BY 1, 2 "
+                "ON CONFLICT (node, block) DO UPDATE SET bits = dashboard_nodeposting.bits | excluded.bits"
+            )
+            cursor.execute("TRUNCATE bench_postings")
         raw.commit()
         done = min(total, chunk_start + CHUNK)
         if done % 100_000 == 0 or done == total:
             print(f"  loaded {done:,} cycles in {time.perf_counter() - started:.0f} s", flush=True)
+    added: dict[str, NodeCounts] = {}
+    for template_id, times in copies.items():
+        for name, tally in counts[template_id].items():
+            total_tally = added.setdefault(name, NodeCounts())
+            total_tally.considered += tally.considered * times
+            total_tally.filtered_out += tally.filtered_out * times
+            total_tally.placements += tally.placements * times
+            total_tally.last_seen_at = max(filter(None, [total_tally.last_seen_at, tally.last_seen_at]), default=None)
+    with transaction.atomic():
+        _tallies_add(added)  # as the ingester counts (the times: the templates')
     with connection.cursor() as cursor:
         cursor.execute("SELECT setval(pg_get_serial_sequence('dashboard_schedulingcycle', 'id'), %s)", [cycle_id])
         cursor.execute("SELECT setval(pg_get_serial_sequence('dashboard_verbcall', 'id'), %s)", [call_id])
@@ -272,6 +332,14 @@ def main() -> None:
             ("audit API: cycles list, namespace=payments", ["/api/v1/cycles/?namespace=payments"]),
             ("audit API: cycles list, oldest first", ["/api/v1/cycles/?ordering=started_at"]),
             ("audit API: one cycle with its calls", [f"/api/v1/cycles/{i}/" for i in decision_ids]),
+            (
+                f"audit API: cycles list, node_considered={node} (every cycle)",
+                [f"/api/v1/cycles/?node_considered={node}"],
+            ),
+            (
+                "audit API: cycles list, node_considered=node-none (no cycle)",
+                ["/api/v1/cycles/?node_considered=node-none"],
+            ),
         ]
         rows = []
         for label, urls in pages:
@@ -320,10 +388,11 @@ def main() -> None:
         ),
         "",
         "Every history page is one keyset query on the `cycle_newest` index ((-started_at, -id)) with LIMIT 51 and",
-        "no COUNT(*). A filter on a column without its own index (outcome, chosen node, pod substring) walks that",
-        "index until it has 51 matches, so a rare value costs more than a common one; a value no row has walks it",
-        "all (the outcome=unschedulable row: every generated cycle was bound). An index on (outcome, started_at, id)",
-        "and one on (chosen_node, started_at, id) would bound those too.",
+        "no COUNT(*). Outcome and chosen node have their own (value, started_at, id) indexes (migration 0004), so",
+        "a value no row has costs one index probe; a filter on a column without one (pod substring) walks the",
+        "newest-first index until it has 51 matches. Node considered reads the node's postings (one bit per cycle,",
+        "256 cycles per row): a rare node's cycles are listed from them, a common node is checked row by row as the",
+        "walk meets its cycles (dashboard.filters).",
         "",
     ]
     text = "\n".join(lines)

@@ -5,13 +5,18 @@ cluster, then copied with a new event id, pod UID and time per cycle (so every c
 backlog of distinct pods). Everything in process; PostgreSQL on the same machine, a scratch database.
 
 - append: ``Spool.append`` of each encoded record (what a verb adds after answering is built), p50/p99/max;
-- bytes stored per cycle: ``pg_column_size`` of every column of the cycle's calls and of the cycle row, and
-  the tables' total size (heap, TOAST, indexes) per cycle, packed (as ingested now) and plain (as before);
+- bytes stored per cycle: ``pg_column_size`` of every column of the cycle's calls, of the cycle row and of its
+  share of the node postings, and the tables' total size (heap, TOAST, indexes) per cycle, as ingested now and
+  plain (every record as plain jsonb, no binary body);
 - ingest: ``spool_ingest`` draining the backlog (read, decode, fold into cycles, chain, commit, delete);
 - drain of a 10-minute outage: the backlog a 10-minute database outage leaves at the sustained rate, divided
   by the measured ingest rate (the backlog measured here is smaller; both figures are given).
 
     .venv/bin/python benchmarks/record_path.py --cycles 3000
+    DATABASE_URL=postgres://user@host:5432/scratch .venv/bin/python benchmarks/record_path.py  # that database
+
+The scratch database (``schedlens_bench_record`` on ``BENCH_ADMIN_DATABASE_URL``'s server unless
+``--database-url`` or ``DATABASE_URL`` names one) is dropped and created again: never point it at real data.
 """
 
 from __future__ import annotations
@@ -25,8 +30,10 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
+from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -119,33 +126,67 @@ def stored_sizes(cycles: int) -> dict[str, float]:
 
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT sum(pg_column_size(record)), sum(pg_column_size(response)), "
-            "sum(pg_column_size(v.*) - pg_column_size(record) - pg_column_size(response)) FROM dashboard_verbcall v"
+            "SELECT coalesce(sum(pg_column_size(record)), 0), coalesce(sum(pg_column_size(response)), 0), "
+            "coalesce(sum(pg_column_size(body)), 0), sum(pg_column_size(v.*) - coalesce(pg_column_size(record), 0) "
+            "- coalesce(pg_column_size(response), 0) - coalesce(pg_column_size(body), 0)) FROM dashboard_verbcall v"
         )
-        record, response, other = cursor.fetchone()
+        record, response, body, other = cursor.fetchone()
         cursor.execute(
             "SELECT sum(pg_column_size(c.*)), sum(pg_column_size(candidate_nodes)) FROM dashboard_schedulingcycle c"
         )
         cycle_row, candidates = cursor.fetchone()
+        cursor.execute("SELECT coalesce(sum(pg_column_size(p.*)), 0) FROM dashboard_nodeposting p")
+        (postings,) = cursor.fetchone()
         cursor.execute(
-            "SELECT pg_total_relation_size('dashboard_verbcall') + pg_total_relation_size('dashboard_schedulingcycle')"
+            "SELECT pg_total_relation_size('dashboard_verbcall') + pg_total_relation_size('dashboard_schedulingcycle') "
+            "+ pg_total_relation_size('dashboard_nodeposting')"
         )
         (on_disk,) = cursor.fetchone()
     return {
-        "calls: record": record / cycles,
-        "calls: response": response / cycles,
+        "calls: record (jsonb)": record / cycles,
+        "calls: response (jsonb)": response / cycles,
+        "calls: body (bytea)": body / cycles,
         "calls: other columns": other / cycles,
         "cycle row (incl. candidate_nodes)": cycle_row / cycles,
         "of which candidate_nodes": candidates / cycles,
-        "stored per cycle (columns)": (record + response + other + cycle_row) / cycles,
+        "node postings (share of a cycle)": postings / cycles,
+        "stored per cycle (columns)": (record + response + body + other + cycle_row + postings) / cycles,
         "on disk per cycle (heap + TOAST + indexes)": on_disk / cycles,
     }
 
 
-def run(cycles: int, size_cycles: int) -> RecordPathResult:
+def scratch_database(database_url: str | None) -> str:
+    """Drop and create the scratch database (``database_url``'s, else ``DATABASE``); returns its URL."""
+    if not database_url:
+        return recreate_database(DATABASE)
+    import psycopg
+
+    parts = urlsplit(database_url)
+    name = parts.path.lstrip("/")
+    admin = urlunsplit(parts._replace(path="/postgres"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    return database_url
+
+
+def drop_scratch_database(database_url: str | None) -> None:
+    if not database_url:
+        recreate_database(DATABASE, drop_only=True)
+        return
+    import psycopg
+
+    parts = urlsplit(database_url)
+    admin = urlunsplit(parts._replace(path="/postgres"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        name = sql.Identifier(parts.path.lstrip("/"))
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
+
+
+def run(cycles: int, size_cycles: int, database_url: str | None = None) -> RecordPathResult:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
     os.environ["SCHEDLENS_INGEST_IN_PROCESS"] = "false"
-    url = recreate_database(DATABASE)
+    url = scratch_database(database_url)
     migrate(url)
     os.environ["DATABASE_URL"] = url
     import django
@@ -154,6 +195,7 @@ def run(cycles: int, size_cycles: int) -> RecordPathResult:
     from django.db import connection
 
     from dashboard import packing
+    from dashboard.services import cycles as cycles_service
     from dashboard.services.cycles import spool_ingest
     from dashboard.spool import Spool
 
@@ -166,15 +208,20 @@ def run(cycles: int, size_cycles: int) -> RecordPathResult:
 
     def truncate() -> None:
         with connection.cursor() as cursor:
-            cursor.execute("TRUNCATE dashboard_verbcall, dashboard_schedulingcycle, dashboard_nodetally CASCADE")
+            cursor.execute(
+                "TRUNCATE dashboard_verbcall, dashboard_schedulingcycle, dashboard_nodetally, dashboard_nodeposting "
+                "CASCADE"
+            )
 
-    # Bytes as stored before packing (plain jsonb, TOAST's pglz), on a small sample.
+    # Bytes as stored before packing (plain jsonb, TOAST's pglz, no binary body), on a small sample.
     minimum = packing.MIN_PACKED_BYTES
     packing.MIN_PACKED_BYTES = 1 << 62
+    cycles_service.STORE_BODIES = False
     backlog(cycle_templates, size_cycles, workdir / "plain")
     spool_ingest(spool=Spool(workdir / "plain"), confirm_grace_seconds=0)
     plain = stored_sizes(size_cycles)
     packing.MIN_PACKED_BYTES = minimum
+    cycles_service.STORE_BODIES = True
     truncate()
 
     appends, spool_bytes = backlog(cycle_templates, cycles, workdir / "spool")
@@ -185,7 +232,7 @@ def run(cycles: int, size_cycles: int) -> RecordPathResult:
     assert moved == sum(len(cycle_templates[n % len(cycle_templates)]) for n in range(cycles)), moved
     stored = stored_sizes(cycles)
     connection.close()
-    recreate_database(DATABASE, drop_only=True)
+    drop_scratch_database(database_url)
     return RecordPathResult(cycles, sizes, appends, stored, plain, ingest_seconds, spool_bytes)
 
 
@@ -193,8 +240,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cycles", type=int, default=3000)
     parser.add_argument("--size-cycles", type=int, default=300)
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("DATABASE_URL", ""),
+        help="PostgreSQL scratch database, dropped and created again (default: $DATABASE_URL, else "
+        f"{DATABASE} on BENCH_ADMIN_DATABASE_URL's server)",
+    )
     args = parser.parse_args()
-    result = run(args.cycles, args.size_cycles)
+    result = run(args.cycles, args.size_cycles, args.database_url or None)
     print(f"append p50 {percentile(result.append_ms, 50):.3f} p99 {percentile(result.append_ms, 99):.3f} ms")
     print(f"ingest {result.cycles / result.ingest_seconds:.0f} cycles/s ({result.ingest_seconds:.1f} s)")
     for label, value in result.stored.items():

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from django.db import models
 
-from dashboard.packing import PackedJSONField
+from dashboard.packing import PackedJSONField, body_read
 
 
 class Outcome(models.TextChoices):
@@ -47,7 +50,16 @@ class SchedulingCycle(models.Model):
         blank=True,
         default="",
         editable=False,
-        help_text="Candidate nodes as '|node-1|node-2|' (the filter's, else prioritize's).",
+        help_text=(
+            "Candidate nodes as '|node-1|node-2|' (the filter's, else prioritize's). On PostgreSQL only for cycles "
+            "recorded before migration 0004: later ones are in NodePosting (dashboard.filters)."
+        ),
+    )
+    candidate_slot = models.BigIntegerField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="This cycle's bit in the NodePosting rows of its candidates (PostgreSQL): slot // 256, slot % 256.",
     )
 
     class Meta:
@@ -56,6 +68,9 @@ class SchedulingCycle(models.Model):
             models.Index(fields=["-started_at", "-id"], name="cycle_newest"),
             models.Index(fields=["pod_uid", "started_at"], name="cycle_pod_uid"),
             models.Index(fields=["pod_namespace", "pod_name"], name="cycle_pod"),
+            models.Index(fields=["outcome", "started_at", "id"], name="cycle_outcome"),
+            models.Index(fields=["chosen_node", "started_at", "id"], name="cycle_chosen_node"),
+            models.Index(fields=["candidate_slot"], name="cycle_candidate_slot"),
         ]
 
     def __str__(self) -> str:
@@ -73,9 +88,18 @@ class VerbCall(models.Model):
     http_status = models.PositiveSmallIntegerField()
     error = models.TextField(blank=True)
     server = models.CharField(max_length=128, blank=True)
-    # Large values are stored packed (zstd) by the ingester and read back as they were: dashboard.packing.
-    record = PackedJSONField(default=dict, help_text="The plugins' verdicts and scores (columnar).")
-    response = PackedJSONField(null=True, blank=True, help_text="The JSON answered to kube-scheduler.")
+    # Read ``record`` and ``response`` (below), never these three: a call is stored in one of two ways.
+    # A per-node record (filter, prioritize, preempt) and its answer are one binary body since migration 0004;
+    # other calls, and every call recorded before, are JSON in the two jsonb columns (large values packed).
+    record_json = PackedJSONField(
+        db_column="record", null=True, blank=True, help_text="The record as JSON (calls without a body)."
+    )
+    response_json = PackedJSONField(
+        db_column="response", null=True, blank=True, help_text="The answer as JSON (calls without a body)."
+    )
+    body = models.BinaryField(
+        null=True, blank=True, help_text="Record and answer in binary form (dashboard.packing.body_encode)."
+    )
     chain_hash = models.CharField(
         max_length=64,
         blank=True,
@@ -88,6 +112,49 @@ class VerbCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.verb} {self.started_at:%H:%M:%S.%f}"
+
+    @property
+    def record(self) -> dict[str, Any]:
+        """The plugins' verdicts and scores (columnar), however the call is stored."""
+        return self._decoded()[0]
+
+    @property
+    def response(self) -> Any:
+        """The JSON answered to kube-scheduler."""
+        return self._decoded()[1]
+
+    def _decoded(self) -> tuple[dict[str, Any], Any]:
+        decoded: tuple[dict[str, Any], Any] | None = self.__dict__.get("_decoded_cache")
+        if decoded is None:
+            decoded = call_data(self.body, self.record_json, self.response_json, lookup=self._filter_record)
+            self.__dict__["_decoded_cache"] = decoded
+        return decoded
+
+    def _filter_record(self, event_id: str) -> Mapping[str, Any] | None:
+        """The record of the filter call ``event_id`` (of this call's cycle) that this call's body refers to."""
+        siblings: list[VerbCall] | None = None
+        cycle = self._state.fields_cache.get("cycle")
+        if cycle is not None:
+            siblings = getattr(cycle, "_prefetched_objects_cache", {}).get("calls")
+        siblings = siblings if siblings is not None else self.__dict__.get("siblings")
+        for call in siblings or ():
+            if call.event_id == event_id:
+                return call.record
+        found = VerbCall.objects.filter(event_id=event_id).first()
+        return found.record if found is not None else None
+
+
+def call_data(
+    body: bytes | memoryview | None,
+    record_json: Any,
+    response_json: Any,
+    *,
+    lookup: Any,
+) -> tuple[dict[str, Any], Any]:
+    """A call's record and answer from its stored columns (see ``VerbCall``); ``lookup``: ``body_read``'s."""
+    if body is not None:
+        return body_read(bytes(body), lookup=lookup)
+    return (record_json if record_json is not None else {}), response_json
 
 
 class AuditCheckpoint(models.Model):
@@ -105,6 +172,31 @@ class AuditCheckpoint(models.Model):
 
     def __str__(self) -> str:
         return f"checkpoint at call {self.last_call_id}"
+
+
+class BitStringField(models.TextField):  # type: ignore[type-arg]
+    """``bit(256)`` on PostgreSQL (written and read as a string of 0 and 1), text elsewhere (unused there)."""
+
+    def db_type(self, connection: Any) -> str | None:
+        return "bit(256)" if connection.vendor == "postgresql" else super().db_type(connection)
+
+
+class NodePosting(models.Model):
+    """Which cycles considered a node (PostgreSQL): one bit per cycle, 256 cycles per row, by ``candidate_slot``.
+
+    Written by the ingester in one upsert per batch (a bitwise OR), instead of a GIN index entry per node and cycle,
+    which cost more than everything else the ingester writes. Read by ``dashboard.filters.cycles_considering``.
+    """
+
+    node = models.CharField(max_length=253)
+    block = models.BigIntegerField(help_text="candidate_slot // 256 of the cycles this row covers.")
+    bits = BitStringField(help_text="Bit (slot % 256), from the left, is set when that cycle considered the node.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["node", "block"], name="nodeposting_node_block")]
+
+    def __str__(self) -> str:
+        return f"{self.node} @ {self.block}"
 
 
 class NodeTally(models.Model):

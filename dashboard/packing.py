@@ -10,17 +10,46 @@ The audit chain hashes what is stored (:func:`stored_form`): a packed value is s
 the chain costs one short string per call to compute and to verify instead of walking ~10,000 numbers, and
 an altered packed value or a value swapped for plain JSON breaks the link like any other change. Values
 written before packing existed (plain JSON) are stored, read and hashed as before.
+
+Since migration 0004 the ingester writes a per-node record (filter, prioritize, preempt) and its answer as one
+binary **body** (``VerbCall.body``, ``bytea``) instead: :func:`body_encode` / :func:`body_decode`. Columnar as the
+record already is, with what the record repeats taken out and put back on reading, each time only after
+checking that putting it back gives exactly what was recorded:
+
+- numbers as columns (:class:`Column`): byte counts as the floats' 8 bytes shuffled (byte ``i`` of every value
+  together: the zero low bytes of whole numbers become runs), other numbers as their shortest decimal text;
+- a filter's ``passed`` (the nodes without a failure, in order), which nodes are unresolvable (one flag per failure),
+  and the ``NodeNames`` of its answer (the passed list again);
+- a prioritize call's ``extender`` (``final`` on the 0..10 scale) and its answer (hosts and those scores);
+- when the cycle's filter call is known to the ingester: a prioritize call's nodes (that filter's passed nodes) and
+  its ``NetworkTraffic`` raw bytes (the filter's figures for the same nodes, from the same snapshot), stored as a
+  reference to that call's event id (:class:`FilterFacts`); the reference is sealed into the chain with the body,
+  and the filter call is sealed too, so neither can change unnoticed.
+
+The result, one zstd frame behind a format byte, is less than half the packed JSON of a 1000-node cycle (13.8
+against 32 KB, ``benchmarks/record_path.py``) and needs no base64. The chain seals the body's SHA-256
+(``dashboard.services.audit``).
 """
 
 from __future__ import annotations
 
 import base64
 import threading
+from array import array
+from bisect import bisect_right
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from itertools import compress, filterfalse, repeat
+from math import isfinite
+from operator import is_not, not_
 from typing import Any
 
 import msgspec
 import zstandard
 from django.db import models
+
+from scheduler_core.record import FilterRecord, PluginScores, PrioritizeRecord, VerbEvent
+from scheduler_core.wire import encode_host_priorities
 
 PACK_KEY = "$zstd"
 MIN_PACKED_BYTES = 1024
@@ -108,3 +137,418 @@ class PackedJSONField(models.JSONField):  # type: ignore[type-arg]
 
     def get_prep_value(self, value: Any) -> Any:
         return super().get_prep_value(stored_form(value))
+
+
+# --- the binary body of a call (migration 0004) ----------------------------------------------------------
+
+BODY_FORMAT = 1
+"""The first byte of every body; a later format gets another number and this module keeps reading this one."""
+_BODY_LEVEL = 1
+
+
+def _body_compressor() -> zstandard.ZstdCompressor:
+    compressor: zstandard.ZstdCompressor | None = getattr(_local, "body_compressor", None)
+    if compressor is None:
+        compressor = _local.body_compressor = zstandard.ZstdCompressor(level=_BODY_LEVEL)
+    return compressor
+
+
+class Column(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
+    """A list of floats (and ``None``) in compact form; :func:`column_encode` picks ``kind``."""
+
+    kind: int
+    data: bytes = b""
+    nones: list[int] = msgspec.field(default_factory=list)
+    """``F64_SHUFFLED``: positions holding ``None`` (left out of ``data``)."""
+    values: list[Any] = msgspec.field(default_factory=list)
+    """``GENERIC``: the values as they are."""
+
+
+TEXT, F64_SHUFFLED, GENERIC, SAME_AS_SCORES, FILTER_TRAFFIC = range(5)
+"""Column kinds. The last two are references: a plugin's raw figures equal to its own scores, or to the traffic
+figures of the cycle's filter call for the same nodes."""
+_no_none = partial(is_not, None)
+
+
+def _shuffle(data: bytes, width: int) -> bytes:
+    """Byte ``i`` of every value together (``width``-byte values): zstd then sees long runs of similar bytes."""
+    return b"".join(data[i::width] for i in range(width))
+
+
+def _unshuffle(data: bytes, width: int) -> bytes:
+    count = len(data) // width
+    out = bytearray(len(data))
+    for i in range(width):
+        out[i::width] = data[i * count : (i + 1) * count]
+    return bytes(out)
+
+
+_NEGATIVE_ZERO = array("d", [-0.0]).tobytes()
+
+
+def column_encode(values: Sequence[float | None]) -> Column:
+    """``values`` in an exact form that compresses well, chosen and made in a few passes in C, never a Python loop
+    per value (a 1000-node column: ~40 µs).
+
+    Byte counts (whole numbers in the millions and more) as the floats' 8 bytes, shuffled; anything else finite as
+    its shortest decimal text (msgspec writes each float so that it reads back identical, and keeps ``None`` and
+    ints as they are): scores rounded to 4 decimals are ~3 bytes each once compressed, few distinct values less.
+    """
+    try:
+        total = sum(values)  # type: ignore[arg-type]
+    except TypeError:  # None among them (a node without a metric), or not numbers
+        total = sum(filter(_no_none, values))  # type: ignore[arg-type]
+    if not isfinite(total):
+        return Column(GENERIC, values=list(values))  # NaN or infinities (never from the engine): kept as they are
+    sample = [v for v in values[:64] if v is not None]
+    if sample and all(type(v) is float and v.is_integer() and abs(v) >= 1e6 for v in sample):
+        nones = [i for i, v in enumerate(values) if v is None] if None in values else []
+        floats = list(filter(_no_none, values)) if nones else values
+        try:
+            raw = array("d", floats).tobytes()  # type: ignore[arg-type]
+        except TypeError:
+            return Column(GENERIC, values=list(values))
+        if not (_NEGATIVE_ZERO in raw or set(map(type, floats)) - {float}):
+            return Column(F64_SHUFFLED, _shuffle(raw, 8), nones=nones)
+    return Column(TEXT, _json.encode(values))
+
+
+def column_decode(column: Column) -> list[Any]:
+    kind = column.kind
+    values: list[Any]
+    if kind == TEXT:
+        return list(msgspec.json.decode(column.data))
+    if kind == GENERIC:
+        return list(column.values)
+    if kind != F64_SHUFFLED:
+        raise ValueError(f"column kind {kind} cannot be decoded alone")
+    values = array("d", _unshuffle(column.data, 8)).tolist()
+    for position in column.nones:
+        values.insert(position, None)
+    return values
+
+
+def _extender_threshold(score: int) -> float:
+    """The smallest non-negative float whose extender score is ``score`` or more, under this module's formula.
+
+    The formula is frozen here (``floor(final / 10 + 0.5 + 1e-9)``, clamped to 0..10: ``engine.to_extender_score``
+    when this format was written): bodies are decoded with it forever, so it must not follow later changes.
+    """
+    import math
+    import struct
+
+    def extender(final: float) -> int:
+        return min(10, max(0, math.floor(final / 10 + 0.5 + 1e-9)))
+
+    def at(bits: int) -> float:
+        return float(struct.unpack("<d", struct.pack("<q", bits))[0])
+
+    low, high = 0, struct.unpack("<q", struct.pack("<d", 100.0))[0]
+    while high - low > 1:
+        middle = (low + high) // 2
+        if extender(at(middle)) >= score:
+            high = middle
+        else:
+            low = middle
+    return at(high)
+
+
+_EXTENDER_THRESHOLDS = tuple(_extender_threshold(score) for score in range(1, 11))
+
+
+def _extender_of(final: Sequence[float]) -> list[int]:
+    return list(map(bisect_right, repeat(_EXTENDER_THRESHOLDS), final))
+
+
+class FilterBody(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
+    record: bytes
+    """JSON of the ``FilterRecord`` without what the fields below hold."""
+    passed_derived: bool = False
+    unresolvable: bytes | None = None
+    """One byte per failed node (in ``failures`` order): 1 when unresolvable. None: the list is in ``record``."""
+    traffic: Column | None = None
+    answer_passed: bool = False
+    """The answer is ``{"Nodes":null,"NodeNames":<passed>`` followed by ``answer``."""
+    answer: bytes = b""
+
+
+class PrioritizeBody(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
+    record: bytes
+    """JSON of the ``PrioritizeRecord`` without its columns (and without ``nodes`` when they are referenced)."""
+    scores: list[Column]
+    raws: list[Column | None]
+    herd: list[Column | None]
+    final: Column
+    filter_event: str = ""
+    """Event id of the cycle's filter call that ``FILTER_TRAFFIC`` columns and ``nodes_passed`` refer to."""
+    nodes_passed: bool = False
+    """The nodes are that filter call's passed nodes."""
+    extender: bytes | list[int] | None = None
+    """None: derived from ``final``."""
+    answer: bytes | None = None
+    """None: derived (each node with its extender score)."""
+
+
+class Body(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
+    node_mode: str = ""
+    error_path: str = ""
+    filter: FilterBody | None = None
+    prioritize: PrioritizeBody | None = None
+    record: bytes = b""
+    """Any other record, as JSON (preempt)."""
+    answer: bytes = b"null"
+
+
+class FilterFacts(msgspec.Struct, gc=False):
+    """What a prioritize body may refer to in a filter call, in a few bytes kept until that prioritize comes.
+
+    Only for a filter whose ``passed`` is the nodes without a failure, in order (always, from the engine): then
+    "the passed nodes" and "their traffic figures" are the entries of ``nodes`` and ``traffic_bytes`` at the
+    positions of nodes not in ``failures``, which :func:`body_decode` finds again from the filter's record.
+    """
+
+    event_id: str
+    passed: bytes
+    """MessagePack of the filter's passed nodes (compared, never decoded)."""
+    traffic: bytes
+    """MessagePack of its traffic figures at those positions; empty when it has none."""
+
+
+_json = msgspec.json.Encoder()
+_msgpack = msgspec.msgpack.Encoder()
+_body_encoder = msgspec.msgpack.Encoder()
+_body_decoder = msgspec.msgpack.Decoder(Body)
+_filter_record_decoder = msgspec.json.Decoder(FilterRecord)
+_prioritize_record_decoder = msgspec.json.Decoder(PrioritizeRecord)
+_ANSWER_PASSED = b'{"Nodes":null,"NodeNames":'
+
+
+def _passed_positions(nodes: Sequence[str], failures: Mapping[str, Any]) -> list[bool]:
+    return list(map(not_, map(failures.__contains__, nodes)))
+
+
+def filter_facts(event_id: str, part: FilterRecord) -> FilterFacts | None:
+    """What a later prioritize of the same cycle may refer to (see :class:`FilterFacts`); None: nothing."""
+    if part.passed != list(filterfalse(part.failures.__contains__, part.nodes)):
+        return None
+    traffic = b""
+    if len(part.traffic_bytes) == len(part.nodes):
+        traffic = _msgpack.encode(list(compress(part.traffic_bytes, _passed_positions(part.nodes, part.failures))))
+    return FilterFacts(event_id, _msgpack.encode(part.passed), traffic)
+
+
+def _filter_body(part: FilterRecord, response: bytes, facts: list[FilterFacts | None] | None = None) -> FilterBody:
+    failures = part.failures
+    passed_derived = part.passed == list(filterfalse(failures.__contains__, part.nodes))
+    if facts is not None and passed_derived:
+        traffic = b""
+        if len(part.traffic_bytes) == len(part.nodes):
+            traffic = _msgpack.encode(list(compress(part.traffic_bytes, _passed_positions(part.nodes, failures))))
+        facts.append(FilterFacts("", _msgpack.encode(part.passed), traffic))
+    unresolvable: bytes | None = None
+    if part.unresolvable:
+        flags = bytes(map(set(part.unresolvable).__contains__, failures))
+        if list(compress(failures, flags)) == part.unresolvable:
+            unresolvable = flags  # the failed nodes that are unresolvable, in failures order, each once
+    elif failures:
+        unresolvable = b""
+    slim = msgspec.structs.replace(
+        part,
+        passed=[] if passed_derived else part.passed,
+        unresolvable=[] if unresolvable is not None else part.unresolvable,
+        traffic_bytes=[],
+    )
+    answer_passed = False
+    answer = response
+    if response.startswith(_ANSWER_PASSED):
+        prefix = _ANSWER_PASSED + _json.encode(part.passed)
+        if response.startswith(prefix):
+            answer_passed, answer = True, response[len(prefix) :]
+    return FilterBody(
+        record=_json.encode(slim),
+        passed_derived=passed_derived,
+        unresolvable=unresolvable,
+        traffic=column_encode(part.traffic_bytes) if part.traffic_bytes else None,
+        answer_passed=answer_passed,
+        answer=answer,
+    )
+
+
+def _prioritize_body(part: PrioritizeRecord, response: bytes, facts: FilterFacts | None) -> PrioritizeBody:
+    nodes_passed = facts is not None and _msgpack.encode(part.nodes) == facts.passed
+    referenced = False
+    scores: list[Column] = []
+    raws: list[Column | None] = []
+    herd: list[Column | None] = []
+    slim_plugins: list[PluginScores] = []
+    for plugin in part.plugins:
+        scores.append(column_encode(plugin.scores))
+        raw: Column | None = None
+        if plugin.raw:
+            if plugin.raw == plugin.scores:
+                raw = Column(SAME_AS_SCORES)
+            elif nodes_passed and facts is not None and facts.traffic and _msgpack.encode(plugin.raw) == facts.traffic:
+                raw, referenced = Column(FILTER_TRAFFIC), True
+            else:
+                raw = column_encode(plugin.raw)
+        raws.append(raw)
+        herd.append(column_encode(plugin.herd_bytes) if plugin.herd_bytes else None)
+        slim_plugins.append(msgspec.structs.replace(plugin, scores=[], raw=[], herd_bytes=[]))
+    extender: bytes | list[int] | None = None
+    if _extender_of(part.final) != part.extender:
+        try:
+            extender = bytes(part.extender)
+        except (ValueError, TypeError):  # not 0..255 (never from the engine): as they are
+            extender = list(part.extender)
+    derived_answer = encode_host_priorities(part.nodes, part.extender) == response
+    slim = PrioritizeRecord(nodes=[] if nodes_passed else part.nodes, plugins=slim_plugins, final=[], extender=[])
+    return PrioritizeBody(
+        record=_json.encode(slim),
+        scores=scores,
+        raws=raws,
+        herd=herd,
+        final=column_encode(part.final),
+        filter_event=facts.event_id if facts is not None and (nodes_passed or referenced) else "",
+        nodes_passed=nodes_passed,
+        extender=extender,
+        answer=None if derived_answer else response,
+    )
+
+
+class NulInRecordError(ValueError):
+    """A string of the record contains NUL, which PostgreSQL refuses: ``dashboard.services.storable`` first."""
+
+
+def _has_nul(body: Body) -> bool:
+    # Every string of a body is in one of its JSON parts, where msgspec writes NUL as this escape.
+    parts = [body.record, body.answer]
+    if body.filter is not None:
+        parts += [body.filter.record, body.filter.answer]
+    if body.prioritize is not None:
+        parts += [body.prioritize.record, body.prioritize.answer or b""]
+    return any(b"\\u0000" in part for part in parts) or "\x00" in body.node_mode + body.error_path
+
+
+def body_encode(event: VerbEvent, *, filter_facts: FilterFacts | None = None) -> bytes:
+    """The stored body of ``event``'s record and answer (a filter, prioritize or preempt call).
+
+    ``filter_facts``: the cycle's filter call, when the ingester knows it, for a prioritize call to refer to.
+    Raises :class:`NulInRecordError` when a string holds NUL.
+    """
+    return body_encode_with_facts(event, filter_facts=filter_facts)[0]
+
+
+def body_encode_with_facts(
+    event: VerbEvent, *, filter_facts: FilterFacts | None = None
+) -> tuple[bytes, FilterFacts | None]:
+    """:func:`body_encode`, and for a filter call what a prioritize of its cycle may refer to (as
+    :func:`filter_facts` gives it)."""
+    response = bytes(event.response)
+    body = Body(node_mode=event.node_mode, error_path=event.error_path)
+    facts: list[FilterFacts | None] = []
+    if event.filter is not None:
+        body.filter = _filter_body(event.filter, response, facts)
+    elif event.prioritize is not None:
+        body.prioritize = _prioritize_body(event.prioritize, response, filter_facts)
+    else:
+        part = event.bind or event.preempt
+        body.record = _json.encode(part) if part is not None else b"{}"
+        body.answer = response
+    if _has_nul(body):
+        raise NulInRecordError("a string of the record contains NUL")
+    made = facts[0] if facts else None
+    if made is not None:
+        made.event_id = event.event_id
+    return bytes([BODY_FORMAT]) + _body_compressor().compress(_body_encoder.encode(body)), made
+
+
+FilterLookup = Callable[[str], "Mapping[str, Any] | None"]
+"""Event id of a filter call → its record (as :func:`body_decode` gives it), or None when it is not found."""
+
+
+def _filter_record(body: FilterBody) -> FilterRecord:
+    part = _filter_record_decoder.decode(body.record)
+    if body.passed_derived:
+        failures = part.failures
+        part.passed = [n for n in part.nodes if n not in failures]
+    if body.unresolvable is not None:
+        part.unresolvable = list(compress(part.failures, body.unresolvable))
+    if body.traffic is not None:
+        part.traffic_bytes = column_decode(body.traffic)
+    return part
+
+
+def _prioritize_record(body: PrioritizeBody, lookup: FilterLookup) -> PrioritizeRecord:
+    part = _prioritize_record_decoder.decode(body.record)
+    filter_record = lookup(body.filter_event) if body.filter_event else None
+    if body.filter_event and filter_record is None:
+        raise ValueError(f"the filter call {body.filter_event} this record refers to is not stored")
+    if body.nodes_passed:
+        part.nodes = list(filter_record["passed"]) if filter_record is not None else []
+    traffic: list[Any] | None = None
+    for plugin, scores, raw, herd in zip(part.plugins, body.scores, body.raws, body.herd, strict=True):
+        plugin.scores = column_decode(scores)
+        if raw is not None:
+            if raw.kind == SAME_AS_SCORES:
+                plugin.raw = list(plugin.scores)
+            elif raw.kind == FILTER_TRAFFIC:
+                if traffic is None:
+                    assert filter_record is not None
+                    nodes, failures = filter_record["nodes"], filter_record.get("failures", {})
+                    traffic = list(compress(filter_record["traffic_bytes"], _passed_positions(nodes, failures)))
+                plugin.raw = list(traffic)
+            else:
+                plugin.raw = column_decode(raw)
+        if herd is not None:
+            plugin.herd_bytes = column_decode(herd)
+    part.final = column_decode(body.final)
+    part.extender = _extender_of(part.final) if body.extender is None else list(body.extender)
+    return part
+
+
+def body_decode(body: bytes, *, lookup: FilterLookup) -> tuple[dict[str, Any], Any]:
+    """The record (as ``dashboard.services.cycles`` built it from the event) and the answer, from a stored body."""
+    if not body or body[0] != BODY_FORMAT:
+        raise ValueError(f"unknown body format {body[:1]!r}")
+    decoded = _body_decoder.decode(_decompressor().decompress(body[1:]))
+    answer: Any
+    if decoded.filter is not None:
+        part: Any = _filter_record(decoded.filter)
+        text = decoded.filter.answer
+        if decoded.filter.answer_passed:
+            text = _ANSWER_PASSED + _json.encode(part.passed) + text
+        answer = msgspec.json.decode(text)
+    elif decoded.prioritize is not None:
+        part = _prioritize_record(decoded.prioritize, lookup)
+        if decoded.prioritize.answer is None:
+            answer = [{"Host": h, "Score": s} for h, s in zip(part.nodes, part.extender, strict=True)]
+        else:
+            answer = msgspec.json.decode(decoded.prioritize.answer)
+    else:
+        part = None
+        answer = msgspec.json.decode(decoded.answer)
+    record: dict[str, Any] = msgspec.to_builtins(part) if part is not None else msgspec.json.decode(decoded.record)
+    if decoded.error_path:
+        record["error_path"] = decoded.error_path
+    if decoded.node_mode:
+        record["node_mode"] = decoded.node_mode
+    return record, answer
+
+
+def body_referring_to(body: bytes, event_ids: Mapping[str, str]) -> bytes:
+    """``body`` with its reference to a filter call (a prioritize's) renamed by ``event_ids`` (old → new); other
+    bodies as they are. For copies of whole cycles under new event ids (``benchmarks/dashboard.py``), never for
+    recorded ones."""
+    decoded = _body_decoder.decode(_decompressor().decompress(body[1:]))
+    if decoded.prioritize is None or decoded.prioritize.filter_event not in event_ids:
+        return body
+    decoded.prioritize.filter_event = event_ids[decoded.prioritize.filter_event]
+    return bytes([BODY_FORMAT]) + _body_compressor().compress(_body_encoder.encode(decoded))
+
+
+def body_read(body: bytes, *, lookup: FilterLookup) -> tuple[dict[str, Any], Any]:
+    """:func:`body_decode`, or, for a damaged body, a record saying so (as :func:`unpack` does for packed JSON)."""
+    try:
+        return body_decode(body, lookup=lookup)
+    except (ValueError, TypeError, KeyError, zstandard.ZstdError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return {"$unreadable": f"stored body cannot be read: {exc}"}, None

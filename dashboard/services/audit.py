@@ -27,9 +27,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -41,7 +42,7 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from dashboard.models import AuditCheckpoint, NodeTally, SchedulingCycle, VerbCall
-from dashboard.packing import stored_form
+from dashboard.packing import body_read, stored_form
 
 AUDITOR_GROUP = "auditor"
 """Members (and superusers) may read the audit API."""
@@ -62,7 +63,17 @@ CONTENT_FIELDS = (
     "record",
     "response",
 )
-"""What a link covers: every column of a call except its id (order is the chain's) and the hash itself."""
+"""What a link covers: every column of a call except its id (order is the chain's) and the hash itself.
+
+The names are the canonical ones (a row of ``.values()`` may name the two JSON columns by their fields,
+``record_json`` and ``response_json``); a call stored with a binary body (migration 0004) adds the body's SHA-256,
+so calls recorded before hash exactly as they did."""
+STORED_FIELDS = {"record": "record_json", "response": "response_json"}
+"""Canonical name → the ``VerbCall`` field that holds it."""
+CALL_COLUMNS = (*(STORED_FIELDS.get(name, name) for name in CONTENT_FIELDS), "body")
+"""The ``VerbCall`` fields a link covers."""
+_json_string = encode_basestring_ascii
+"""``json.dumps`` of a string, without its dispatch (the same C function writes it)."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = datetime.resolution
 
@@ -99,7 +110,7 @@ def _canonical(value: Any, out: list[str]) -> None:
     elif isinstance(value, float):
         out.append(_number(value))
     elif isinstance(value, str):
-        out.append(json.dumps(value))
+        out.append(_json_string(value))
     elif isinstance(value, datetime):
         out.append(str((value - _EPOCH) // _MICROSECOND))
     elif isinstance(value, list | tuple):
@@ -114,7 +125,7 @@ def _canonical(value: Any, out: list[str]) -> None:
         for index, key in enumerate(sorted(value)):
             if index:
                 out.append(",")
-            out.append(json.dumps(str(key)))
+            out.append(_json_string(str(key)))
             out.append(":")
             _canonical(value[key], out)
         out.append("}")
@@ -122,13 +133,22 @@ def _canonical(value: Any, out: list[str]) -> None:
         raise TypeError(f"cannot hash a {type(value).__name__}")
 
 
-def call_content(values: Mapping[str, Any]) -> bytes:
-    """Canonical bytes of one call's chained content (``values`` has at least ``CONTENT_FIELDS``).
+def _stored(values: Mapping[str, Any], name: str) -> Any:
+    return values[name] if name in values else values[STORED_FIELDS[name]]
 
-    A packed record or answer counts as what its column holds, its packed text (``dashboard.packing``).
+
+def call_content(values: Mapping[str, Any]) -> bytes:
+    """Canonical bytes of one call's chained content (``values`` has at least ``CONTENT_FIELDS``, and ``body``).
+
+    A packed record or answer counts as what its column holds, its packed text (``dashboard.packing``); a binary
+    body as its SHA-256.
     """
     out: list[str] = []
-    _canonical({name: stored_form(values[name]) for name in CONTENT_FIELDS}, out)
+    content = {name: stored_form(_stored(values, name)) for name in CONTENT_FIELDS}
+    body = values.get("body")
+    if body is not None:
+        content["body"] = hashlib.sha256(body).hexdigest()
+    _canonical(content, out)
     return "".join(out).encode("ascii")
 
 
@@ -165,11 +185,20 @@ class NodeCounts:
     last_seen_at: datetime | None = None
 
 
+def _record(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The record of a row with canonical names (``record``) or the stored columns (``record_json``, ``body``)."""
+    if "record" in values:
+        return values["record"] or {}
+    if values.get("body") is not None:  # a filter's or bind's body refers to no other call
+        return body_read(bytes(values["body"]), lookup=lambda _event_id: None)[0]
+    return values["record_json"] or {}
+
+
 def tally_call(tallies: dict[str, NodeCounts], values: Mapping[str, Any]) -> None:
     """What one call adds to the per-node counts (the same function undoes it when pruning)."""
     if values["http_status"] != 200:
         return
-    record = values["record"] or {}
+    record = _record(values)
     touched: list[str] = []
     if values["verb"] == "filter":
         touched = record.get("nodes", [])
@@ -190,8 +219,28 @@ def tally_call(tallies: dict[str, NodeCounts], values: Mapping[str, Any]) -> Non
             tally.last_seen_at = at
 
 
+def copy_upsert(table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], conflict: str) -> None:
+    """PostgreSQL: COPY ``rows`` into a temporary table like ``table``, then one ``INSERT … SELECT … ON CONFLICT``.
+
+    Thousands of values without building (and quoting, client side) a statement that holds them all.
+    ``conflict`` is the ``ON CONFLICT`` clause; ``table`` and ``columns`` are identifiers from a model.
+    """
+    q = connection.ops.quote_name
+    staging = q(f"staging_{table}")
+    names = ", ".join(q(c) for c in columns)
+    with connection.cursor() as cursor:
+        cursor.execute(  # the columns' types, without constraints or defaults; once per connection
+            f"CREATE TEMPORARY TABLE IF NOT EXISTS {staging} AS SELECT {names} FROM {q(table)} WITH NO DATA"  # noqa: S608
+        )
+        with cursor.cursor.copy(f"COPY {staging} ({names}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        cursor.execute(f"INSERT INTO {q(table)} ({names}) SELECT {names} FROM {staging} {conflict}")  # noqa: S608
+        cursor.execute(f"TRUNCATE {staging}")
+
+
 def _tallies_add(tallies: Mapping[str, NodeCounts]) -> None:
-    """One upsert per chunk of nodes (the same SQL on PostgreSQL and SQLite)."""
+    """One upsert of every node's counts (PostgreSQL: through COPY; SQLite: per chunk of nodes)."""
     if not tallies:
         return
     q = connection.ops.quote_name
@@ -204,6 +253,14 @@ def _tallies_add(tallies: Mapping[str, NodeCounts]) -> None:
         f"THEN excluded.{seen} ELSE {table}.{seen} END"
     )
     items = sorted(tallies.items())
+    if connection.vendor == "postgresql":
+        copy_upsert(
+            NodeTally._meta.db_table,
+            ["node", "considered", "filtered_out", "placements", "last_seen_at"],
+            ((n, t.considered, t.filtered_out, t.placements, t.last_seen_at) for n, t in items),
+            f"ON CONFLICT ({node}) DO UPDATE SET {updates}, {newest}",
+        )
+        return
     per_statement = max(1, (connection.features.max_query_params or 999) // 5)
     with connection.cursor() as cursor:
         for start in range(0, len(items), per_statement):
@@ -234,7 +291,7 @@ def _tallies_subtract(tallies: Mapping[str, NodeCounts]) -> None:
 def node_tallies_rebuild() -> int:
     """Recount every node from the retained calls (after a restore, or if the counts are ever doubted)."""
     tallies: dict[str, NodeCounts] = {}
-    fields = ("verb", "http_status", "error", "record", "started_at")
+    fields = ("verb", "http_status", "error", "record_json", "body", "started_at")
     with transaction.atomic():
         _lock_chain()
         for values in VerbCall.objects.filter(verb__in=["filter", "bind"]).values(*fields).iterator(2000):
@@ -261,11 +318,32 @@ class ChainAppender:
 
     def seal(self, call: VerbCall) -> VerbCall:
         """Link ``call`` to the chain without saving it: the caller inserts the sealed calls in sealing order."""
-        values = {name: getattr(call, name) for name in CONTENT_FIELDS}
+        values = {name: getattr(call, name) for name in CALL_COLUMNS}
         call.chain_hash = chain_link(self.head, call_content(values))
         self.head = call.chain_hash
         tally_call(self._tallies, values)
         return call
+
+    def link(self, content: bytes) -> str:
+        """Link the next call (its ``call_content``) to the chain; the caller counts it (:meth:`count`)."""
+        self.head = chain_link(self.head, content)
+        return self.head
+
+    def count(self, tallies: Mapping[str, NodeCounts]) -> None:
+        """Add per-node counts of calls linked with :meth:`link`."""
+        for node, counts in tallies.items():
+            tally = self._tallies.get(node)
+            if tally is None:
+                self._tallies[node] = NodeCounts(
+                    counts.considered, counts.filtered_out, counts.placements, counts.last_seen_at
+                )
+                continue
+            tally.considered += counts.considered
+            tally.filtered_out += counts.filtered_out
+            tally.placements += counts.placements
+            seen = counts.last_seen_at
+            if seen is not None and (tally.last_seen_at is None or seen > tally.last_seen_at):
+                tally.last_seen_at = seen
 
     def close(self) -> None:
         """Write the per-node counts of the calls appended (call once, before the transaction commits)."""
@@ -308,7 +386,7 @@ class _Walk:
     broken_id: int | None = None
 
 
-_WALK_FIELDS = ("id", "chain_hash", *CONTENT_FIELDS)
+_WALK_FIELDS = ("id", "chain_hash", *CALL_COLUMNS)
 
 
 def _walk(rows: Iterable[Mapping[str, Any]], walk: _Walk, tallies: dict[str, NodeCounts] | None = None) -> None:

@@ -4,26 +4,39 @@ Calls of one cycle may be answered by different replicas and reach the database 
 are correlated here, through the database, never through a process's memory: a ``filter`` opens a cycle
 for the pod's UID; ``prioritize``, ``bind`` and ``preempt`` join the newest cycle of that UID that lacks
 them. A call that arrives before its ``filter`` opens a cycle the ``filter`` later joins.
+
+Each record is *prepared* as soon as it is read (:class:`_Prepared`: its stored body and the few fields the fold
+needs) and its decoded form dropped, so a batch holds kilobytes per call instead of the ~300 KB of objects a
+1000-node record decodes to (allocating those afresh for a whole batch tripled the time decoding took). A
+prioritize body that refers to its cycle's filter call (``dashboard.packing.FilterFacts``) is prepared against
+the latest filter of the same pod this process saw; the fold checks that this is the cycle's filter and prepares
+it again when it is not.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import threading
 import time
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from itertools import repeat
 from typing import Any
 
 import msgspec
+import zstandard
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 
-from dashboard.models import NodeMode, Outcome, SchedulingCycle, VerbCall
-from dashboard.packing import pack
-from dashboard.services.audit import audit_chain_open
+from dashboard.models import NodeMode, NodePosting, Outcome, SchedulingCycle, VerbCall
+from dashboard.packing import FilterFacts, NulInRecordError, body_encode_with_facts, filter_facts, pack, stored_form
+from dashboard.services.audit import NodeCounts, audit_chain_open, call_content, copy_upsert
 from dashboard.services.storable import event_storable
 from dashboard.spool import Spool, SpoolRow
-from scheduler_core.record import VerbEvent, decode_event
+from scheduler_core.record import FilterRecord, VerbEvent, decode_event
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +61,227 @@ def _record_of(event: VerbEvent) -> dict[str, Any]:
     return record
 
 
+@dataclass(slots=True)
+class _Summary:
+    """What a call contributes to its cycle's columns (``_summarize``), from its event or its stored record."""
+
+    verb: str
+    started_at: datetime
+    finished_at: datetime
+    duration_ms: float
+    http_status: int
+    error: str
+    node_mode: str
+    has_record: bool
+    nodes: Sequence[str] = ()
+    passed_count: int = 0
+    only_passed: str = ""
+    """The passed node when exactly one passed."""
+    preferred: str = ""
+    ages: Sequence[float | None] = ()
+    bind_node: str = ""
+
+    @classmethod
+    def of_event(cls, event: VerbEvent, at: datetime) -> _Summary:
+        summary = cls(
+            event.verb,
+            at,
+            at + timedelta(milliseconds=event.duration_ms),
+            event.duration_ms,
+            event.http_status,
+            event.error,
+            event.node_mode,
+            bool(
+                event.filter or event.prioritize or event.bind or event.preempt or event.error_path or event.node_mode
+            ),
+        )
+        if (part := event.filter) is not None:
+            summary.nodes, summary.ages = part.nodes, (part.metric_age_seconds,)
+            summary._passed(part.passed)
+        elif (scored := event.prioritize) is not None:
+            summary.nodes = scored.nodes
+            if scored.nodes:
+                summary.preferred = scored.nodes[scored.final.index(max(scored.final))]
+            summary.ages = (None, *(p.metric_age_seconds for p in scored.plugins))
+        elif event.bind is not None:
+            summary.bind_node = event.bind.node
+        return summary
+
+    @classmethod
+    def of_call(cls, call: VerbCall) -> _Summary:
+        """A stored call (a cycle this batch adds a call to): from its record, as before batching."""
+        record = call.record
+        at = call.started_at
+        summary = cls(
+            call.verb,
+            at,
+            at + timedelta(milliseconds=call.duration_ms),
+            call.duration_ms,
+            call.http_status,
+            call.error,
+            record.get("node_mode", ""),
+            bool(record),
+        )
+        if call.verb == "filter":
+            summary.nodes, summary.ages = record.get("nodes", []), (record.get("metric_age_seconds"),)
+            summary._passed(record.get("passed", []))
+        elif call.verb == "prioritize":
+            summary.nodes = record.get("nodes", [])
+            if summary.nodes:
+                scores = record["final"]
+                summary.preferred = summary.nodes[scores.index(max(scores))]
+            plugins = record.get("plugins", [])
+            summary.ages = (record.get("metric_age_seconds"), *(p.get("metric_age_seconds") for p in plugins))
+        elif call.verb == "bind":
+            summary.bind_node = record.get("node", "")
+        return summary
+
+    def _passed(self, passed: Sequence[str]) -> None:
+        self.passed_count = len(passed)
+        self.only_passed = passed[0] if len(passed) == 1 else ""
+
+
+STORE_BODIES = True
+"""False stores every record as JSON, as before migration 0004 (``benchmarks/record_path.py`` compares both)."""
+
+
+def _body_of(event: VerbEvent, facts: FilterFacts | None) -> tuple[VerbEvent, bytes | None, FilterFacts | None]:
+    """The binary body of a per-node record (``dashboard.packing``), None when the call is stored as JSON; and for a
+    filter, what a prioritize of its cycle may refer to.
+
+    The event comes back with NUL replaced when a string of its record held one (``event_storable`` found the
+    strings written to columns; the body's encoder finds the rest).
+    """
+    if not STORE_BODIES or (event.filter is None and event.prioritize is None and event.preempt is None):
+        return event, None, None
+    try:
+        return event, *body_encode_with_facts(event, filter_facts=facts)
+    except NulInRecordError:
+        event = event_storable(event, msgspec.json.encode(event))  # NUL → ␀ everywhere, as for a JSON record
+        return event, *body_encode_with_facts(event, filter_facts=facts)
+
+
+class _RecentFilters:
+    """The latest filter of each pod this process's ingester saw (~1000 pods, ~15 KB each), for prioritize bodies."""
+
+    LIMIT = 1024
+
+    def __init__(self) -> None:
+        self._facts: OrderedDict[str, FilterFacts] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, pod_uid: str) -> FilterFacts | None:
+        with self._lock:
+            return self._facts.get(pod_uid)
+
+    def put(self, pod_uid: str, facts: FilterFacts | None) -> None:
+        with self._lock:
+            self._facts.pop(pod_uid, None)
+            if facts is not None:
+                self._facts[pod_uid] = facts
+                while len(self._facts) > self.LIMIT:
+                    self._facts.popitem(last=False)
+
+
+_recent_filters = _RecentFilters()
+
+
+@dataclass(slots=True)
+class _Prepared:
+    """One call ready for the database: its columns, its body (or JSON), what its cycle's summary needs."""
+
+    event_id: str
+    verb: str
+    profile: str
+    started_at: float
+    at: datetime
+    duration_ms: float
+    http_status: int
+    pod_namespace: str
+    pod_name: str
+    pod_uid: str
+    error: str
+    server: str
+    summary: _Summary
+    body: bytes | None
+    record_json: Any = None
+    response_json: Any = None
+    failed: Sequence[str] = ()
+    """A filter's failed nodes (node counts)."""
+    facts: FilterFacts | None = None
+    """A filter's: what a later prioritize of its cycle may refer to."""
+    refers_to: str = ""
+    """A prioritize's: the filter call its body refers to ("" none)."""
+    source: VerbEvent | bytes | None = None
+    """A prioritize's event (or its spool bytes), to prepare it again against another filter."""
+
+    @classmethod
+    def of(cls, event: VerbEvent, *, facts: FilterFacts | None = None, source: bytes | None = None) -> _Prepared:
+        """``event`` (already storable) prepared; a prioritize refers to ``facts`` when it can."""
+        event, body, made = _body_of(event, facts if event.prioritize is not None else None)
+        at = _when(event.started_at)
+        prepared = cls(
+            event.event_id,
+            event.verb,
+            event.profile,
+            event.started_at,
+            at,
+            event.duration_ms,
+            event.http_status,
+            event.pod_namespace,
+            event.pod_name,
+            event.pod_uid,
+            event.error,
+            event.server,
+            _Summary.of_event(event, at),
+            body,
+        )
+        if body is None:
+            prepared.record_json = pack(_record_of(event))
+            prepared.response_json = pack(msgspec.json.decode(event.response))
+        if event.filter is not None:
+            prepared.failed = list(event.filter.failures)
+            if event.http_status == 200:
+                prepared.facts = made if body is not None else filter_facts(event.event_id, event.filter)
+        if event.prioritize is not None:
+            prepared.refers_to = facts.event_id if facts is not None and body is not None else ""
+            prepared.source = source if source is not None else event
+        return prepared
+
+    def against(self, facts: FilterFacts | None) -> _Prepared:
+        """This prioritize prepared again, referring to ``facts`` (another filter) or to none."""
+        source = self.source
+        assert source is not None
+        event = event_storable(decode_event(source), source) if isinstance(source, bytes) else source
+        return _Prepared.of(event, facts=facts, source=source if isinstance(source, bytes) else None)
+
+
+def _prepare(event: VerbEvent, source: bytes | None = None) -> _Prepared:
+    """Prepare ``event`` (storable) in arrival order: a filter is remembered for its pod's prioritize."""
+    facts = _recent_filters.get(event.pod_uid) if event.prioritize is not None and event.pod_uid else None
+    prepared = _Prepared.of(event, facts=facts, source=source)
+    if event.filter is not None and event.pod_uid:
+        _recent_filters.put(event.pod_uid, prepared.facts)
+    return prepared
+
+
+@dataclass(slots=True)
+class _Call:
+    """One call of a cycle on its way into the database: stored (``stored`` set) or new (``new`` set)."""
+
+    summary: _Summary
+    new: _Prepared | None = None
+    stored: VerbCall | None = None
+
+    @property
+    def pk(self) -> int | None:
+        return self.stored.pk if self.stored is not None else None
+
+    @property
+    def event_id(self) -> str:
+        return self.new.event_id if self.new is not None else self.stored.event_id if self.stored else ""
+
+
 class _Batch:
     """The cycles one ingest batch may touch, in memory: one query finds them, one more their verbs.
 
@@ -56,19 +290,21 @@ class _Batch:
     ids above every stored one in the order they were opened.
     """
 
-    def __init__(self, events: Sequence[VerbEvent]) -> None:
+    def __init__(self, calls: Sequence[_Prepared]) -> None:
         self.by_uid: dict[str, list[SchedulingCycle]] = {}
         self.verbs: dict[int, set[str]] = {}
-        self.calls: dict[int, list[VerbCall]] = {}
+        self.calls: dict[int, list[_Call]] = {}
         """Calls per cycle (by ``id(cycle)``), loaded only for stored cycles the batch adds a call to."""
         self.order: dict[int, int] = {}
         """``id(cycle)`` → the id the query would order by (stored id, or above them for a new cycle)."""
+        self.candidates_before: dict[int, list[str]] = {}
+        """Stored cycles the batch adds a call to → their candidates before it."""
         self._next_new = 1 << 62
-        uids = sorted({e.pod_uid for e in events if e.pod_uid})
+        uids = sorted({c.pod_uid for c in calls if c.pod_uid})
         if not uids:
             return
-        earliest = _when(min(e.started_at for e in events)) - JOIN_WINDOW
-        latest = _when(max(e.started_at for e in events)) + EARLY_CALL_WINDOW
+        earliest = _when(min(c.started_at for c in calls)) - JOIN_WINDOW
+        latest = _when(max(c.started_at for c in calls)) + EARLY_CALL_WINDOW
         stored = list(
             SchedulingCycle.objects.filter(pod_uid__in=uids, started_at__gte=earliest, started_at__lte=latest)
         )
@@ -84,22 +320,23 @@ class _Batch:
         self.verbs[id(cycle)] = verbs
         self.order[id(cycle)] = order
 
-    def find(self, event: VerbEvent, at: datetime) -> SchedulingCycle | None:
-        if not event.pod_uid:
+    def find(self, call: _Prepared) -> SchedulingCycle | None:
+        if not call.pod_uid:
             return None  # A refused request that named no pod stands alone.
-        if event.verb == "filter":
+        at = call.at
+        if call.verb == "filter":
             # Only a cycle opened just now by an early prioritize/bind, still without a filter, can take it.
             low, high = at - CLOCK_SKEW, at + EARLY_CALL_WINDOW
         else:
             low, high = at - JOIN_WINDOW, at + CLOCK_SKEW
         # A bound pod is not scheduled again: a later prioritize or preempt belongs to a new attempt.
-        skip_bound = event.verb in {"prioritize", "preempt"}
+        skip_bound = call.verb in {"prioritize", "preempt"}
         candidates = [
             c
-            for c in self.by_uid.get(event.pod_uid, ())
+            for c in self.by_uid.get(call.pod_uid, ())
             if low <= c.started_at <= high
             and not (skip_bound and c.outcome == Outcome.BOUND)
-            and event.verb not in self.verbs[id(c)]
+            and call.verb not in self.verbs[id(c)]
         ]
         if not candidates:
             return None
@@ -110,18 +347,22 @@ class _Batch:
         self._next_new += 1
         self.calls[id(cycle)] = []
 
-    def calls_of(self, cycle: SchedulingCycle) -> list[VerbCall]:
+    def calls_of(self, cycle: SchedulingCycle) -> list[_Call]:
         calls = self.calls.get(id(cycle))
         if calls is None:  # a stored cycle: its stored calls, once
-            calls = self.calls[id(cycle)] = list(cycle.calls.all())
+            stored = list(cycle.calls.all())
+            for call in stored:
+                call.__dict__["siblings"] = stored
+            calls = self.calls[id(cycle)] = [_Call(_Summary.of_call(c), stored=c) for c in stored]
+            self.candidates_before[id(cycle)] = list(_candidates([c.summary for c in calls]))
         return calls
 
-    def join(self, cycle: SchedulingCycle, call: VerbCall) -> None:
+    def join(self, cycle: SchedulingCycle, call: _Call) -> None:
         calls = self.calls_of(cycle)
         calls.append(call)
         # The order ``cycle.calls.all()`` would give (started_at, id): new calls get ids above the stored ones.
-        calls.sort(key=lambda c: (c.started_at, c.pk if c.pk is not None else 1 << 62))
-        self.verbs[id(cycle)].add(call.verb)
+        calls.sort(key=lambda c: (c.summary.started_at, c.pk if c.pk is not None else 1 << 62))
+        self.verbs[id(cycle)].add(call.summary.verb)
 
 
 _SUMMARY_FIELDS = [
@@ -139,6 +380,7 @@ _SUMMARY_FIELDS = [
     "candidate_count",
     "feasible_count",
     "candidate_nodes",
+    "candidate_slot",
     "preferred_node",
     "outcome",
     "chosen_node",
@@ -146,130 +388,394 @@ _SUMMARY_FIELDS = [
 """What ``_summarize`` (and a late pod name) may change on a stored cycle."""
 
 
-def _summarize(cycle: SchedulingCycle, calls: Sequence[VerbCall]) -> None:
+def _candidates(summaries: Sequence[_Summary]) -> Sequence[str]:
+    """The cycle's candidate nodes: the filter's, else prioritize's (the last call of each verb counts)."""
+    by_verb = {s.verb: s for s in summaries}
+    if (found := by_verb.get("filter")) is not None and found.has_record:
+        return found.nodes
+    if (found := by_verb.get("prioritize")) is not None and found.has_record:
+        return found.nodes
+    return ()
+
+
+def _summarize(cycle: SchedulingCycle, summaries: Sequence[_Summary]) -> None:
     """Derive the cycle's columns from its calls; the calls are the source of truth."""
-    by_verb = {call.verb: call for call in calls}
-    first = min(calls, key=lambda c: c.started_at)
-    cycle.started_at = first.started_at
-    cycle.finished_at = max(c.started_at + timedelta(milliseconds=c.duration_ms) for c in calls)
+    by_verb = {s.verb: s for s in summaries}
+    cycle.started_at = min(s.started_at for s in summaries)
+    cycle.finished_at = max(s.finished_at for s in summaries)
     for verb in ("filter", "prioritize", "bind", "preempt"):
         setattr(cycle, f"{verb}_ms", by_verb[verb].duration_ms if verb in by_verb else None)
-    errors = [f"{c.verb}: {c.error}" for c in calls if c.error]
-    cycle.error = "; ".join(errors)
+    cycle.error = "; ".join(f"{s.verb}: {s.error}" for s in summaries if s.error)
 
-    filter_record = by_verb["filter"].record if "filter" in by_verb else None
-    prioritize_record = by_verb["prioritize"].record if "prioritize" in by_verb else None
-    modes = [c.record.get("node_mode", "") for c in calls if c.record.get("node_mode")]
+    filtered = by_verb.get("filter")
+    scored = by_verb.get("prioritize")
+    modes = [s.node_mode for s in summaries if s.node_mode]
     cycle.node_mode = modes[0] if modes else NodeMode.NONE
-    ages = [r.get("metric_age_seconds") for r in (filter_record, prioritize_record) if r]
-    ages += [p.get("metric_age_seconds") for p in (prioritize_record or {}).get("plugins", [])]
+    ages = [age for s in (filtered, scored) if s is not None for age in s.ages]
     known_ages = [a for a in ages if a is not None]
     cycle.metric_age_seconds = max(known_ages) if known_ages else None
 
-    if filter_record is not None:
-        cycle.candidate_count = len(filter_record.get("nodes", []))
-        cycle.feasible_count = len(filter_record.get("passed", []))
-    elif prioritize_record is not None:
-        cycle.candidate_count = len(prioritize_record.get("nodes", []))
-    candidates = (filter_record or prioritize_record or {}).get("nodes", [])
-    cycle.candidate_nodes = f"|{'|'.join(candidates)}|" if candidates else ""  # read by dashboard.filters
+    if filtered is not None:
+        cycle.candidate_count = len(filtered.nodes)
+        cycle.feasible_count = filtered.passed_count
+    elif scored is not None:
+        cycle.candidate_count = len(scored.nodes)
+    candidates = _candidates(summaries)
+    if connection.vendor != "postgresql":  # read by dashboard.filters (PostgreSQL: NodePosting, ``_postings``)
+        cycle.candidate_nodes = f"|{'|'.join(candidates)}|" if candidates else ""
     cycle.preferred_node = ""
-    if prioritize_record is not None and prioritize_record.get("nodes"):
-        scores = prioritize_record["final"]
-        cycle.preferred_node = prioritize_record["nodes"][scores.index(max(scores))]
-    elif filter_record is not None and len(filter_record.get("passed", [])) == 1:
-        cycle.preferred_node = filter_record["passed"][0]  # kube-scheduler skips prioritize for one node
+    if scored is not None and scored.nodes:
+        cycle.preferred_node = scored.preferred
+    elif filtered is not None and filtered.passed_count == 1:
+        cycle.preferred_node = filtered.only_passed  # kube-scheduler skips prioritize for one node
 
     bind = by_verb.get("bind")
-    if any(c.http_status != 200 or (c.error and c.verb in {"filter", "bind"}) for c in calls):
+    if any(s.http_status != 200 or (s.error and s.verb in {"filter", "bind"}) for s in summaries):
         cycle.outcome = Outcome.ERROR
     elif bind is not None:
         cycle.outcome = Outcome.BOUND
-    elif (filter_record is not None and not filter_record.get("passed")) or "preempt" in by_verb:
+    elif (filtered is not None and not filtered.passed_count) or "preempt" in by_verb:
         cycle.outcome = Outcome.UNSCHEDULABLE
     else:
         cycle.outcome = Outcome.PENDING
-    cycle.chosen_node = bind.record.get("node", "") if bind is not None and not bind.error else ""
+    cycle.chosen_node = bind.bind_node if bind is not None and not bind.error else ""
+
+
+def _cycle_filter(calls: Sequence[_Call]) -> _Call | None:
+    """The filter call of a cycle (the last one, as the summary reads it)."""
+    for call in reversed(calls):
+        if call.summary.verb == "filter":
+            return call
+    return None
+
+
+def _stored_facts(call: VerbCall) -> FilterFacts | None:
+    """A stored filter call's facts, for a prioritize that joins its cycle in a later batch."""
+    if call.http_status != 200 or call.body is None:
+        return None
+    record = call.record
+    if "nodes" not in record or "passed" not in record:
+        return None
+    part = msgspec.convert(
+        {k: record[k] for k in ("nodes", "passed", "failures", "traffic_bytes") if k in record}, FilterRecord
+    )
+    return filter_facts(call.event_id, part)
+
+
+def _referring_right(cycle_calls: Sequence[_Call], call: _Prepared) -> _Prepared:
+    """``call`` (a prioritize) referring to its cycle's filter call, or to none: prepared again if it guessed wrong."""
+    found = _cycle_filter(cycle_calls)
+    if found is None:
+        return call if not call.refers_to else call.against(None)
+    if call.refers_to and call.refers_to == found.event_id:
+        return call
+    if found.new is not None:
+        facts = found.new.facts
+    else:
+        assert found.stored is not None
+        facts = _stored_facts(found.stored)
+    if facts is None:
+        return call if not call.refers_to else call.against(None)
+    return call.against(facts)
+
+
+def _new_ids(count: int) -> list[int]:
+    """``count`` ids of the cycle table's sequence (PostgreSQL), so new cycles know theirs before the INSERT."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
+            [SchedulingCycle._meta.db_table, count],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+_POSTING_BITS = 256
+
+
+def _postings(cycles: Sequence[tuple[int, Sequence[str]]]) -> None:
+    """Set each cycle's bit (its ``candidate_slot``) in the NodePosting rows of its candidates: one upsert.
+
+    Cycles with the same candidate list (all of a cluster's nodes, for most of a busy minute's) share one pass over
+    the names.
+    """
+    by_list: dict[tuple[str, ...], dict[int, int]] = {}
+    for slot, names in cycles:
+        blocks = by_list.setdefault(tuple(names), {})
+        block, offset = divmod(slot, _POSTING_BITS)
+        blocks[block] = blocks.get(block, 0) | (1 << (_POSTING_BITS - 1 - offset))
+    merged: dict[tuple[str, int], int] = {}
+    for names, blocks in by_list.items():
+        for block, bits in blocks.items():
+            for name in set(names):
+                key = (name, block)
+                merged[key] = merged.get(key, 0) | bits
+    if not merged:
+        return
+    table = connection.ops.quote_name(NodePosting._meta.db_table)
+    copy_upsert(
+        NodePosting._meta.db_table,
+        ["node", "block", "bits"],
+        ((name, block, format(bits, f"0{_POSTING_BITS}b")) for (name, block), bits in sorted(merged.items())),
+        f"ON CONFLICT (node, block) DO UPDATE SET bits = {table}.bits | excluded.bits",
+    )
+
+
+_CALL_COPY_COLUMNS = (
+    "cycle_id",
+    "event_id",
+    "verb",
+    "started_at",
+    "duration_ms",
+    "http_status",
+    "error",
+    "server",
+    "record",
+    "response",
+    "body",
+    "chain_hash",
+)
+
+
+def _insert_cycles(cycles: list[SchedulingCycle]) -> None:
+    """New cycles: COPY on PostgreSQL (their ids already drawn from the sequence), else bulk_create."""
+    if connection.vendor != "postgresql" or not cycles:
+        SchedulingCycle.objects.bulk_create(cycles)
+        return
+    fields = list(SchedulingCycle._meta.concrete_fields)
+    table = connection.ops.quote_name(SchedulingCycle._meta.db_table)
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    with connection.cursor() as cursor, cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+        for cycle in cycles:
+            copy.write_row([getattr(cycle, f.attname) for f in fields])
+
+
+def _insert_calls(rows: list[tuple[Any, ...]], instances: list[VerbCall]) -> None:
+    """The new calls in chain order: COPY on PostgreSQL (ids from the sequence, in row order), else bulk_create."""
+    if connection.vendor != "postgresql":
+        VerbCall.objects.bulk_create(instances)
+        return
+    table = connection.ops.quote_name(VerbCall._meta.db_table)
+    with (
+        connection.cursor() as cursor,
+        cursor.cursor.copy(f"COPY {table} ({', '.join(_CALL_COPY_COLUMNS)}) FROM STDIN") as copy,
+    ):
+        for row in rows:
+            copy.write_row(row)
+
+
+def _json_column(value: Any) -> str | None:
+    """What a jsonb column receives for ``value`` (``PackedJSONField``'s stored form, as JSON text)."""
+    stored = stored_form(value)
+    return None if stored is None else json.dumps(stored)
+
+
+@dataclass
+class _Tallies:
+    """Per-node counts of a batch's new calls, as ``audit.tally_call`` counts them, a distinct list at a time."""
+
+    considered: Counter[tuple[str, ...]] = field(default_factory=Counter)
+    """Candidate lists → how many filter calls listed them."""
+    filtered_out: Counter[tuple[str, ...]] = field(default_factory=Counter)
+    placements: Counter[str] = field(default_factory=Counter)
+    seen: dict[tuple[str, ...], datetime] = field(default_factory=dict)
+    """Candidate lists (and single bound nodes) → the latest time they were seen, in the order last seen."""
+
+    def add(self, call: _Prepared) -> None:
+        if call.http_status != 200:
+            return
+        if call.verb == "filter" and call.summary.has_record:
+            nodes = tuple(call.summary.nodes)
+            self.considered[nodes] += 1
+            self.filtered_out[tuple(call.failed)] += 1
+            self.seen.pop(nodes, None)
+            self.seen[nodes] = call.at  # calls come in time order: the latest wins
+        elif call.verb == "bind" and not call.error and call.summary.bind_node:
+            self.placements[call.summary.bind_node] += 1
+            self.seen.pop((call.summary.bind_node,), None)
+            self.seen[(call.summary.bind_node,)] = call.at
+
+    def counts(self) -> dict[str, NodeCounts]:
+        considered: Counter[str] = Counter()
+        for names, times in self.considered.items():
+            if times == 1:
+                considered.update(names)
+            else:
+                for name in names:
+                    considered[name] += times
+        filtered_out: Counter[str] = Counter()
+        for names, times in self.filtered_out.items():
+            for name in names:
+                filtered_out[name] += times
+        last_seen: dict[str, datetime] = {}
+        for names, at in self.seen.items():  # oldest first: the latest time of each node wins
+            last_seen.update(zip(names, repeat(at)))
+        return self._merged(considered, filtered_out, last_seen)
+
+    def _merged(
+        self, considered: Counter[str], filtered_out: Counter[str], last_seen: dict[str, datetime]
+    ) -> dict[str, NodeCounts]:
+        names = set(considered) | set(filtered_out) | set(self.placements)
+        return {
+            name: NodeCounts(
+                considered.get(name, 0), filtered_out.get(name, 0), self.placements.get(name, 0), last_seen.get(name)
+            )
+            for name in names
+        }
+
+
+def _candidates_changed(batch: _Batch, cycle: SchedulingCycle) -> bool:
+    """A stored cycle whose candidates this batch changes (an early prioritize joined by its filter) needs a new slot:
+    its old bit stays set in the old candidates' postings, and no cycle has that slot any more."""
+    now = list(_candidates([c.summary for c in batch.calls_of(cycle)]))
+    return bool(now) and now != batch.candidates_before.get(id(cycle), [])
 
 
 def cycles_ingest_events(*, events: Iterable[VerbEvent]) -> int:
-    """Fold events into cycles in one transaction; events already ingested are skipped. Returns new calls.
+    """Fold events into cycles in one transaction; events already ingested are skipped. Returns new calls."""
+    return _ingest([_prepare(event) for event in sorted(events, key=lambda e: e.started_at)])
 
-    A handful of queries per batch whatever its size (the cycles it may join, their verbs, new cycles, new
-    calls, summaries), never one per event; large records and answers are packed (``dashboard.packing``).
+
+def _ingest(prepared: Sequence[_Prepared]) -> int:
+    """Fold prepared calls into cycles in one transaction; calls already ingested are skipped. Returns new calls.
+
+    A handful of statements per batch whatever its size (the cycles it may join, their verbs, new ids, new cycles
+    and new calls by COPY, summaries, node counts, node postings), never one per call.
     """
-    ordered = sorted(events, key=lambda e: e.started_at)
+    ordered = sorted(prepared, key=lambda c: c.started_at)
     if not ordered:
         return 0
+    postgres = connection.vendor == "postgresql"
     with transaction.atomic():
         # Taken first: serializes ingesters, so the hash chain follows id order (dashboard.services.audit).
         chain = audit_chain_open()
-        if connection.vendor == "postgresql":
+        if postgres:
             # Replicas ingest concurrently: serialize per pod so two of them cannot both open a cycle. One round
             # trip, the locks taken in sorted order (every ingester sorts alike, so none waits in a cycle).
-            uids = sorted({e.pod_uid for e in ordered if e.pod_uid})
+            uids = sorted({c.pod_uid for c in ordered if c.pod_uid})
             if uids:
                 with connection.cursor() as cursor:
                     cursor.execute(
                         "SELECT count(pg_advisory_xact_lock(hashtext(u))) FROM unnest(%s::text[]) AS u", [uids]
                     )
         seen = set(
-            VerbCall.objects.filter(event_id__in=[e.event_id for e in ordered]).values_list("event_id", flat=True)
+            VerbCall.objects.filter(event_id__in=[c.event_id for c in ordered]).values_list("event_id", flat=True)
         )
         fresh = []
-        for event in ordered:
-            if event.event_id not in seen:
-                seen.add(event.event_id)
-                fresh.append(event)
+        for call in ordered:
+            if call.event_id not in seen:
+                seen.add(call.event_id)
+                fresh.append(call)
         if not fresh:
             return 0
         batch = _Batch(fresh)
         new_cycles: list[SchedulingCycle] = []
         touched: dict[int, SchedulingCycle] = {}
-        joined: list[tuple[SchedulingCycle, VerbCall]] = []
-        for event in fresh:
-            at = _when(event.started_at)
-            cycle = batch.find(event, at)
+        joined: list[tuple[SchedulingCycle, _Call]] = []
+        for new in fresh:
+            cycle = batch.find(new)
             if cycle is None:
                 cycle = SchedulingCycle(
-                    pod_namespace=event.pod_namespace,
-                    pod_name=event.pod_name,
-                    pod_uid=event.pod_uid,
-                    profile=event.profile,
-                    started_at=at,
-                    finished_at=at,
+                    pod_namespace=new.pod_namespace,
+                    pod_name=new.pod_name,
+                    pod_uid=new.pod_uid,
+                    profile=new.profile,
+                    started_at=new.at,
+                    finished_at=new.at,
                 )
                 batch.open(cycle)
                 new_cycles.append(cycle)
             elif cycle.pk is not None:
                 touched[cycle.pk] = cycle
-            if event.pod_name and not cycle.pod_name:
-                cycle.pod_namespace, cycle.pod_name = event.pod_namespace, event.pod_name
-            call = VerbCall(
-                event_id=event.event_id,
-                verb=event.verb,
-                started_at=at,
-                duration_ms=event.duration_ms,
-                http_status=event.http_status,
-                error=event.error,
-                server=event.server,
-                record=pack(_record_of(event)),
-                response=pack(msgspec.json.decode(event.response)),
-            )
+            if new.pod_name and not cycle.pod_name:
+                cycle.pod_namespace, cycle.pod_name = new.pod_namespace, new.pod_name
+            call = _Call(new.summary, new=new)
             batch.join(cycle, call)
-            _summarize(cycle, batch.calls_of(cycle))
+            _summarize(cycle, [c.summary for c in batch.calls_of(cycle)])  # the next call's match reads it
             joined.append((cycle, call))
-        SchedulingCycle.objects.bulk_create(new_cycles)  # their ids, before the calls that point at them
-        calls = []
+
+        # Ids and candidate slots before the INSERT (PostgreSQL), so calls and postings can point at them.
+        postings: list[tuple[int, Sequence[str]]] = []
+        if postgres and new_cycles:
+            for cycle, new_id in zip(new_cycles, _new_ids(len(new_cycles)), strict=True):
+                cycle.id = new_id
+        if postgres:
+            fresh_slots = [c for c in touched.values() if _candidates_changed(batch, c)]
+            for cycle, slot in zip(fresh_slots, _new_ids(len(fresh_slots)) if fresh_slots else [], strict=True):
+                cycle.candidate_slot = slot
+            for cycle in new_cycles:
+                if _candidates([c.summary for c in batch.calls_of(cycle)]):
+                    cycle.candidate_slot = cycle.id
+            for cycle in [*new_cycles, *fresh_slots]:
+                if cycle.candidate_slot is not None:
+                    postings.append((cycle.candidate_slot, _candidates([c.summary for c in batch.calls_of(cycle)])))
+        _insert_cycles(new_cycles)  # before the calls that point at them
+
+        rows: list[tuple[Any, ...]] = []
+        instances: list[VerbCall] = []
+        tallies = _Tallies()
         for cycle, call in joined:
-            call.cycle = cycle
-            chain.seal(call)  # in event order: the chain's order, and (one INSERT below) the ids' order
-            calls.append(call)
-        VerbCall.objects.bulk_create(calls)
+            new = call.new
+            assert new is not None
+            if new.verb == "prioritize" and (new.refers_to or new.body is not None):
+                new = call.new = _referring_right(batch.calls_of(cycle), new)
+            values = {
+                "cycle_id": cycle.id,
+                "event_id": new.event_id,
+                "verb": new.verb,
+                "started_at": new.at,
+                "duration_ms": new.duration_ms,
+                "http_status": new.http_status,
+                "error": new.error,
+                "server": new.server,
+                "record": new.record_json,
+                "response": new.response_json,
+                "body": new.body,
+            }
+            # In arrival order: the chain's order, and (one COPY below) the ids' order.
+            chain_hash = chain.link(call_content(values))
+            tallies.add(new)
+            if postgres:
+                rows.append(
+                    (
+                        cycle.id,
+                        new.event_id,
+                        new.verb,
+                        new.at,
+                        new.duration_ms,
+                        new.http_status,
+                        new.error,
+                        new.server,
+                        _json_column(new.record_json),
+                        _json_column(new.response_json),
+                        new.body,
+                        chain_hash,
+                    )
+                )
+            else:
+                instances.append(
+                    VerbCall(
+                        cycle=cycle,
+                        event_id=new.event_id,
+                        verb=new.verb,
+                        started_at=new.at,
+                        duration_ms=new.duration_ms,
+                        http_status=new.http_status,
+                        error=new.error,
+                        server=new.server,
+                        record_json=new.record_json,
+                        response_json=new.response_json,
+                        body=new.body,
+                        chain_hash=chain_hash,
+                    )
+                )
+        _insert_calls(rows, instances)
         if touched:
             SchedulingCycle.objects.bulk_update(list(touched.values()), _SUMMARY_FIELDS)
+        if postings:
+            _postings(postings)
+        chain.count(tallies.counts())
         chain.close()
-    return len(calls)
+    return len(joined)
 
 
 ANSWER_NOT_CONFIRMED = (
@@ -283,14 +789,14 @@ def _unconfirmed(event: VerbEvent) -> VerbEvent:
     return msgspec.structs.replace(event, error=error)
 
 
-def _settled(spool: Spool, rows: list[SpoolRow], grace_seconds: float) -> list[tuple[SpoolRow, VerbEvent | None]]:
-    """The leading rows ready for the database: stops at a row whose answer is still being written."""
-    ready: list[tuple[SpoolRow, VerbEvent | None]] = []
+def _settled(spool: Spool, rows: list[SpoolRow], grace_seconds: float) -> list[tuple[SpoolRow, _Prepared | None]]:
+    """The leading rows ready for the database, prepared: stops at a row whose answer is still being written."""
+    ready: list[tuple[SpoolRow, _Prepared | None]] = []
     now = time.time()
     for row in rows:
         try:
             event = event_storable(decode_event(row.data), row.data)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, zstandard.ZstdError) as exc:
             log.error("spool row %s is not a verb record (%s); set aside in the spool's rejected table", row.id, exc)
             ready.append((row, None))
             continue
@@ -299,30 +805,32 @@ def _settled(spool: Spool, rows: list[SpoolRow], grace_seconds: float) -> list[t
                 break  # the answer is (most likely) being written right now; the next pass takes it
             log.warning("the answer recorded in spool row %s (%s) was never confirmed written", row.id, event.verb)
             event = _unconfirmed(event)
-        ready.append((row, event))
+            ready.append((row, _prepare(event)))
+            continue
+        ready.append((row, _prepare(event, source=row.data)))
     return ready
 
 
-def _ingest_rows(spool: Spool, ready: list[tuple[SpoolRow, VerbEvent | None]]) -> None:
+def _ingest_rows(spool: Spool, ready: list[tuple[SpoolRow, _Prepared | None]]) -> None:
     """Ingest in one transaction; if the database refuses the batch's content, row by row, setting aside the rows
     it refuses (an outage is raised instead: those rows wait in the spool)."""
     try:
-        cycles_ingest_events(events=[event for _, event in ready if event is not None])
+        _ingest([prepared for _, prepared in ready if prepared is not None])
     except (OperationalError, InterfaceError):
         raise
     except Exception:
         log.warning("an ingest batch was refused; retrying its records one by one", exc_info=True)
     else:
-        for row, event in ready:
-            if event is None:
+        for row, prepared in ready:
+            if prepared is None:
                 spool.reject(row.id, "not a verb record")
         return
-    for row, event in ready:
-        if event is None:
+    for row, prepared in ready:
+        if prepared is None:
             spool.reject(row.id, "not a verb record")
             continue
         try:
-            cycles_ingest_events(events=[event])
+            _ingest([prepared])
         except (OperationalError, InterfaceError):
             raise
         except Exception as exc:

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from scheduler_core.record import VerbEvent
+from scheduler_core.record import SPOOL_BINARY, VerbEvent
 
 NUL = "\x00"
 NUL_SHOWN = "\u2400"
@@ -93,9 +93,40 @@ def _clip_names(event: VerbEvent) -> VerbEvent:
     return event
 
 
+def has_nul(event: VerbEvent) -> bool:
+    """Whether a string of ``event`` that the ingester writes to a text column holds NUL (for an event spooled in
+    binary form: no JSON escape to look for). The pod, the error, the node names (postings, node counts, the cycle's
+    preferred node); every other string is inside the call's body, whose encoder finds NUL as JSON escapes
+    (``dashboard.packing.NulInRecordError``)."""
+    texts = [
+        event.event_id,
+        event.verb,
+        event.profile,
+        event.pod_namespace,
+        event.pod_name,
+        event.pod_uid,
+        event.pod_resource_version,
+        event.node_mode,
+        event.error,
+        event.error_path,
+        event.server,
+    ]
+    if (part := event.filter) is not None:
+        texts += [*part.nodes, *part.failures]
+    if (scored := event.prioritize) is not None:
+        texts += scored.nodes
+    if (bound := event.bind) is not None:
+        texts += [bound.node, bound.detail]
+    if (preempt := event.preempt) is not None:
+        texts += preempt.candidates
+    return "\x00" in "".join(texts)
+
+
 def event_storable(event: VerbEvent, raw: bytes) -> VerbEvent:
     """``event`` (decoded from the spool bytes ``raw``) with NUL replaced and over-long names cut (see above)."""
-    if b"\\u0000" in raw:  # msgspec writes every NUL as this escape: no escape, no NUL anywhere
+    # msgspec writes every NUL of a JSON record as this escape: no escape, no NUL anywhere.
+    nul = has_nul(event) if raw.startswith(SPOOL_BINARY) else b"\\u0000" in raw
+    if nul:
         fields = {k: v for k, v in msgspec.structs.asdict(event).items() if k != "response"}
         response = msgspec.json.encode(_without_nul(msgspec.json.decode(event.response)))
         event = msgspec.convert(_without_nul(msgspec.to_builtins(fields)), VerbEvent)
@@ -103,6 +134,6 @@ def event_storable(event: VerbEvent, raw: bytes) -> VerbEvent:
     fields = {name: clip(getattr(event, name), limit) for name, limit in TOP_LIMITS.items()}
     if any(fields[name] != getattr(event, name) for name in fields):
         event = msgspec.structs.replace(event, **fields)
-    if any(len(name) > NAME_LIMIT for name in _node_names(event)):
+    if max(map(len, _node_names(event)), default=0) > NAME_LIMIT:
         event = _clip_names(event)
     return event

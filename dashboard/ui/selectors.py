@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from dashboard.models import NodeTally, SchedulingCycle, VerbCall
+from dashboard.models import NodeTally, SchedulingCycle, VerbCall, call_data
 
 PAGE_SIZE = 50
 HISTORY_COLUMNS = (
@@ -103,7 +103,10 @@ def cycle_with_calls(*, cycle_id: int) -> tuple[SchedulingCycle, list[VerbCall]]
     cycle = SchedulingCycle.objects.filter(pk=cycle_id).first()
     if cycle is None:
         return None
-    return cycle, list(cycle.calls.order_by("started_at", "id"))
+    calls = list(cycle.calls.order_by("started_at", "id"))
+    for call in calls:
+        call.__dict__["siblings"] = calls  # a prioritize body may refer to the filter call (dashboard.packing)
+    return cycle, calls
 
 
 # --- nodes ---------------------------------------------------------------------------------------------
@@ -154,6 +157,11 @@ class NodesReport:
     """Where traffic over time came from (recorded cycles, or the traffic app's refresh snapshots)."""
 
 
+def _filter_record(body: bytes | None, record_json: Any) -> dict[str, Any]:
+    """A filter call's record from its stored columns (a filter's body refers to no other call)."""
+    return call_data(body, record_json, None, lookup=lambda _event_id: None)[0]
+
+
 def nodes_report(*, recent_cycles: int = 200) -> NodesReport:
     """Per node over the latest ``recent_cycles`` cycles: placements, exclusions and why, recorded traffic."""
     cycles = list(
@@ -174,7 +182,8 @@ def nodes_report(*, recent_cycles: int = 200) -> NodesReport:
         if preferred:
             node(preferred).preferred += 1
     calls = VerbCall.objects.filter(cycle_id__in=[c[0] for c in cycles], verb="filter").order_by("started_at")
-    for started_at, record in calls.values_list("started_at", "record"):
+    for started_at, body, record_json in calls.values_list("started_at", "body", "record_json"):
+        record = _filter_record(body, record_json)
         names: list[str] = record.get("nodes", [])
         failures: dict[str, dict[str, str]] = record.get("failures", {})
         traffic: list[float | None] = record.get("traffic_bytes", [])
@@ -301,9 +310,12 @@ class RecordedTraffic:
 def recorded_traffic(*, recent: int = 200) -> list[RecordedTraffic]:
     rows = _recent_calls().filter(verb="filter", http_status=200).order_by("-id")
     seen: dict[str, RecordedTraffic] = {}
-    for profile, at, record in rows.values_list("cycle__profile", "started_at", "record")[:recent]:
+    for profile, at, body, record_json in rows.values_list("cycle__profile", "started_at", "body", "record_json")[
+        :recent
+    ]:
         if profile in seen:
             continue
+        record = _filter_record(body, record_json)
         traffic: list[Any] = record.get("traffic_bytes", [])
         seen[profile] = RecordedTraffic(
             profile=profile,

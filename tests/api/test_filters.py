@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
+from dashboard import filters as filters_module
 from dashboard.filters import CycleFilterSet, NodeFilterSet
 from dashboard.models import NodeTally, SchedulingCycle
 from tests.api.conftest import NODES, T0
@@ -138,13 +139,34 @@ def test_unknown_parameters_are_ignored_not_turned_into_queries(api, history):
 
 
 @pytest.mark.django_db
-def test_node_considered_is_answered_by_the_gin_index_on_postgresql(history):
+@pytest.mark.parametrize(("share", "index"), [(2.0, "cycle_candidate_slot"), (0.0, "nodeposting_node_block")])
+def test_node_considered_is_answered_by_the_node_postings_on_postgresql(history, monkeypatch, share, index):
     if connection.vendor != "postgresql":
-        pytest.skip("the GIN index exists on PostgreSQL only")
+        pytest.skip("the node postings exist on PostgreSQL only")
+    monkeypatch.setattr(filters_module, "LISTED_BELOW_SHARE", share)  # 2.0: a rare node (listed); 0.0: a common one
     queryset = CycleFilterSet({"node_considered": "node-3"}, queryset=SchedulingCycle.objects.all()).qs
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")  # a handful of rows: make the planner show its index
-    assert "cycle_candidate_nodes_gin" in queryset.explain()
+    plan = queryset.explain()
+    assert "nodeposting_node_block" in plan, "the node's postings are read by their index"
+    assert index in plan
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("node", ["node-1", "node-3", "node-6", "node-10"])
+def test_node_considered_gives_the_same_cycles_listed_or_walked(history, monkeypatch, node):
+    if connection.vendor != "postgresql":
+        pytest.skip("the node postings exist on PostgreSQL only")
+    monkeypatch.setattr(filters_module, "LISTED_BELOW_SHARE", 2.0)
+    listed = cycle_ids_where(node)
+    monkeypatch.setattr(filters_module, "LISTED_BELOW_SHARE", 0.0)
+    expected = [c.id for c in SchedulingCycle.objects.all() if node in candidates(c)]
+    assert cycle_ids_where(node) == listed == expected
+
+
+def cycle_ids_where(node: str) -> list[int]:
+    queryset = CycleFilterSet({"node_considered": node}, queryset=SchedulingCycle.objects.all()).qs
+    return list(queryset.values_list("id", flat=True))
 
 
 # --- every filterable field has a filter (NetBox style) ---------------------------------------------
@@ -160,6 +182,7 @@ EXEMPT: dict[type, dict[str, str]] = {
         "bind_ms": "a timing: read it, export it",
         "preempt_ms": "a timing: read it, export it",
         "error": "free text: filter by outcome=error",
+        "candidate_slot": "node_considered reads it (the cycle's bit in NodePosting)",
     },
     NodeTally: {"id": "nodes are read by name at /nodes/{node}/"},
 }

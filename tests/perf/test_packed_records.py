@@ -6,8 +6,9 @@ import msgspec
 import pytest
 from django.db import connection
 
+from dashboard.api.selectors import cycle_with_calls
 from dashboard.models import VerbCall
-from dashboard.packing import PACK_KEY, PackedDict, pack, unpack
+from dashboard.packing import BODY_FORMAT, PACK_KEY, PackedDict, pack, unpack
 from dashboard.services.audit import audit_chain_verify
 from dashboard.services.cycles import cycles_ingest_events
 from scheduler_core.binding import SimulatedBinder
@@ -60,10 +61,45 @@ def test_a_large_cycle_is_stored_packed_and_read_back_as_recorded():
     assert calls["prioritize"].record == msgspec.to_builtins(events[1].prioritize) | {"node_mode": "names"}
     assert calls["prioritize"].response == msgspec.json.decode(events[1].response)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT record FROM dashboard_verbcall WHERE verb = 'prioritize'")
-        stored = cursor.fetchone()[0]
-    assert PACK_KEY in (stored if isinstance(stored, dict) else msgspec.json.decode(stored))
+        cursor.execute("SELECT record, response, body FROM dashboard_verbcall WHERE verb = 'prioritize'")
+        record, response, body = cursor.fetchone()
+    # Since migration 0004 a per-node record and its answer are one binary body; the JSON columns stay empty.
+    assert (record, response) == (None, None)
+    assert bytes(body)[0] == BODY_FORMAT
+    assert len(body) < len(pack(calls["prioritize"].record).stored) / 2
     assert audit_chain_verify().ok
+
+
+@pytest.mark.django_db
+def test_a_prioritize_body_refers_to_its_filter_and_reads_back_alone_or_with_its_cycle():
+    events = big_cycle()
+    cycles_ingest_events(events=events)
+    prioritize = VerbCall.objects.get(verb="prioritize")
+    expected = msgspec.to_builtins(events[1].prioritize) | {"node_mode": "names"}
+    assert prioritize.record == expected  # alone: the filter call is looked up
+    calls = list(cycle_with_calls().get().calls.all())  # with its cycle: read from the prefetched calls
+    assert {c.verb: c.record for c in calls}["prioritize"] == expected
+
+
+@pytest.mark.django_db
+def test_replacing_a_body_breaks_the_chain_at_that_call():
+    cycles_ingest_events(events=big_cycle())
+    victim, other = VerbCall.objects.get(verb="prioritize"), VerbCall.objects.get(verb="filter")
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE dashboard_verbcall SET body = %s WHERE id = %s", [bytes(other.body), victim.id])
+    report = audit_chain_verify()
+    assert (report.ok, report.first_broken_id) == (False, victim.id)
+
+
+@pytest.mark.django_db
+def test_altering_a_filter_that_a_prioritize_body_refers_to_breaks_the_chain_at_the_filter():
+    cycles_ingest_events(events=big_cycle())
+    victim = VerbCall.objects.get(verb="filter")
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE dashboard_verbcall SET body = NULL, record = '{}' WHERE id = %s", [victim.id])
+    report = audit_chain_verify()
+    assert (report.ok, report.first_broken_id) == (False, victim.id)
+    assert "$unreadable" in VerbCall.objects.get(verb="prioritize").record
 
 
 @pytest.mark.django_db

@@ -1,0 +1,275 @@
+"""Calls stored as binary bodies (migration 0004) read back exactly as recorded, whatever the record holds.
+
+Every reader sees ``VerbCall.record`` / ``.response``; these tests compare them with what the ingester was given
+(``_record_of(event)`` and the answer's JSON), for records from the real verbs in both node modes, with nodes
+without metrics, unknown nodes, one or no passing node, preemption, NUL in strings and over-long names.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import msgspec
+import pytest
+from django.db import connection
+
+from dashboard.models import NodePosting, SchedulingCycle, VerbCall
+from dashboard.packing import (
+    F64_SHUFFLED,
+    FILTER_TRAFFIC,
+    GENERIC,
+    TEXT,
+    body_decode,
+    body_encode,
+    column_decode,
+    column_encode,
+)
+from dashboard.services import cycles as cycles_service
+from dashboard.services.audit import audit_chain_verify
+from dashboard.services.cycles import _record_of, cycles_ingest_events, spool_ingest
+from dashboard.services.storable import NAME_LIMIT, NUL_SHOWN
+from dashboard.spool import Spool
+from scheduler_core.binding import SimulatedBinder
+from scheduler_core.cluster import NodeInfo, StaticCluster
+from scheduler_core.profiles import load_profiles
+from scheduler_core.record import SPOOL_BINARY, VerbEvent, decode_event, encode_event
+from scheduler_core.simulator import make_cluster, make_pod
+from scheduler_core.traffic.store import TrafficStore
+from scheduler_core.traffic.synthetic import SyntheticTrafficSource
+from scheduler_core.verbs import Extender
+from tests.conftest import REPO, traffic_store
+
+NOW = 1_800_000_000.0
+
+
+class SyncedCache(StaticCluster):
+    knows_all_nodes = True
+
+
+def demo_extender(nodes: int, *, without_metrics: int = 0) -> tuple[Extender, Any]:
+    cluster = make_cluster(nodes, seed=7)
+    view = StaticCluster.from_document(cluster.document())
+    profiles = load_profiles((REPO / "deploy" / "profiles.demo.yaml").read_text())
+    store = TrafficStore()
+    source = SyntheticTrafficSource(lambda: cluster.node_names[without_metrics:], clock=lambda: NOW)
+    for query in {q for p in profiles.values() for q in p.traffic_queries()}:
+        store.put(source.fetch(query))
+    return Extender(profiles, cluster=view, traffic=store, binder=SimulatedBinder(), clock=lambda: NOW), cluster
+
+
+def cycle_events(extender: Extender, cluster: Any, rng: random.Random, *, profile: str, mode: str) -> list[VerbEvent]:
+    pod = make_pod(rng)
+    if mode == "names":
+        body = {"Pod": pod, "Nodes": None, "NodeNames": cluster.node_names}
+    else:
+        body = {"Pod": pod, "Nodes": {"metadata": {}, "items": cluster.nodes}, "NodeNames": None}
+    filtered = extender.filter(profile, msgspec.json.encode(body))
+    events = [filtered.event]
+    answer = msgspec.json.decode(filtered.body)
+    passed = answer["NodeNames"] if mode == "names" else [n["metadata"]["name"] for n in answer["Nodes"]["items"]]
+    if len(passed) > 1:
+        events.append(
+            extender.prioritize(profile, msgspec.json.encode({"Pod": pod, "Nodes": None, "NodeNames": passed})).event
+        )
+    return [decode_event(encode_event(e)) for e in events]
+
+
+def assert_read_back(event: VerbEvent, lookup: Any = None) -> dict[str, Any]:
+    body = body_encode(event)
+    record, answer = body_decode(body, lookup=lookup or (lambda _event_id: None))
+    assert record == _record_of(event)
+    assert answer == msgspec.json.decode(event.response)
+    return record
+
+
+@pytest.mark.parametrize("mode", ["names", "nodes"])
+@pytest.mark.parametrize("profile", ["default", "gpu-aware"])
+def test_records_of_the_real_verbs_read_back_exactly(mode, profile):
+    extender, cluster = demo_extender(80, without_metrics=3)
+    rng = random.Random(11)
+    for _ in range(6):
+        events = cycle_events(extender, cluster, rng, profile=profile, mode=mode)
+        for event in events:
+            assert_read_back(event)
+
+
+def test_unknown_nodes_one_passing_node_and_none_read_back_exactly():
+    cache = SyncedCache([NodeInfo("node-1"), NodeInfo("node-2")])
+    extender = Extender(
+        load_profiles(None),
+        cluster=cache,
+        traffic=traffic_store({"node-1": 1e6, "node-2": 2e6}),
+        binder=SimulatedBinder(),
+        clock=lambda: NOW,
+    )
+    pod = {"metadata": {"name": "p", "namespace": "n", "uid": "u"}}
+    for names in (["node-1", "ghost", "node-2"], ["node-1", "ghost"], ["ghost"], []):
+        body = msgspec.json.encode({"Pod": pod, "Nodes": None, "NodeNames": names})
+        assert_read_back(decode_event(encode_event(extender.filter("default", body).event)))
+        assert_read_back(decode_event(encode_event(extender.prioritize("default", body).event)))
+
+
+def test_a_preempt_record_reads_back_exactly():
+    extender, cluster = demo_extender(10)
+    pod = make_pod(random.Random(2))
+    victims = {"Pods": [{"metadata": {"uid": "v1"}}], "NumPDBViolations": 0}
+    body = {"Pod": pod, "NodeNameToMetaVictims": dict.fromkeys(cluster.node_names[:4], victims)}
+    event = extender.preempt("default", msgspec.json.encode(body)).event
+    assert_read_back(decode_event(encode_event(event)))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [],
+        [1.5, None, 2.25, None],
+        [None, None],
+        [4.0e9 + i for i in range(300)],
+        [4.0e9, None, 7.0e9, 123456789.0],
+        [round(i * 0.3137, 4) for i in range(300)],
+        [0.0, -0.0, 1.0],
+        [-0.0, 5.0e9, 6.0e9],
+        [1, 2, 3],
+        [1.0, 2, None],
+        [math.nan, 1.0],
+        [math.inf, -math.inf],
+        [1e300, 5e-324, -2.5],
+    ],
+)
+def test_a_column_reads_back_exactly(values):
+    column = column_encode(values)
+    decoded = column_decode(column)
+    assert msgspec.msgpack.encode(decoded) == msgspec.msgpack.encode(values)  # same types, bits, NaN and -0.0
+    assert column.kind in {TEXT, F64_SHUFFLED, GENERIC}
+
+
+def test_byte_counts_are_stored_as_shuffled_floats_and_scores_as_text():
+    assert column_encode([4.0e9 + i for i in range(100)]).kind == F64_SHUFFLED
+    assert column_encode([round(i / 7, 4) for i in range(100)]).kind == TEXT
+
+
+@pytest.mark.django_db
+def test_a_prioritize_refers_to_its_filter_and_not_to_another_filter_of_the_same_pod():
+    extender, cluster = demo_extender(40)
+    events = cycle_events(extender, cluster, random.Random(3), profile="default", mode="names")
+    assert [e.verb for e in events] == ["filter", "prioritize"]
+    cycles_ingest_events(events=events[:1])
+    # The ingester last saw another filter of this pod (say, of a retry it had not written yet).
+    other = msgspec.structs.replace(events[0], event_id="f" * 32, started_at=events[0].started_at + 60)
+    cycles_service._prepare(other)
+    cycles_ingest_events(events=events[1:])
+    prioritize = VerbCall.objects.get(verb="prioritize")
+    assert prioritize.record == _record_of(events[1])
+    assert bytes(events[0].event_id, "ascii") in body_plain(prioritize.body), "refers to its own cycle's filter"
+    assert audit_chain_verify().ok
+
+
+@pytest.mark.django_db
+def test_a_prioritize_ingested_after_its_filter_still_refers_to_it():
+    extender, cluster = demo_extender(40)
+    events = cycle_events(extender, cluster, random.Random(4), profile="default", mode="names")
+    cycles_ingest_events(events=events[:1])
+    cycles_service._recent_filters.put(events[0].pod_uid, None)  # another replica's ingester: never saw the filter
+    cycles_ingest_events(events=events[1:])
+    prioritize = VerbCall.objects.get(verb="prioritize")
+    decoded = msgspec.msgpack.decode(body_plain(prioritize.body))
+    assert decoded[3][5] == events[0].event_id  # Body.prioritize.filter_event
+    assert any(raw and raw[0] == FILTER_TRAFFIC for raw in decoded[3][2])
+    assert prioritize.record == _record_of(events[1])
+
+
+def body_plain(body: bytes) -> bytes:
+    import zstandard
+
+    return zstandard.ZstdDecompressor().decompress(bytes(body)[1:])
+
+
+@pytest.mark.django_db
+def test_nul_anywhere_in_a_binary_spooled_record_is_stored_visible(tmp_path):
+    extender, cluster = demo_extender(20)
+    event = cycle_events(extender, cluster, random.Random(6), profile="default", mode="names")[0]
+    part = event.filter
+    assert part is not None
+    failures = {name: {plugin: f"{reason}\x00!" for plugin, reason in r.items()} for name, r in part.failures.items()}
+    nodes = [*part.nodes[:-1], part.nodes[-1] + "\x00x"]
+    event = msgspec.structs.replace(
+        event, pod_name="web\x00", filter=msgspec.structs.replace(part, failures=failures, nodes=nodes)
+    )
+    spool = Spool(tmp_path)
+    data = encode_event(event)
+    assert data.startswith(SPOOL_BINARY)
+    spool.append(data)
+    assert spool_ingest(spool=spool, confirm_grace_seconds=0) == 1
+    assert spool.rejected() == []
+    call = VerbCall.objects.get()
+    assert call.record["nodes"][-1] == part.nodes[-1] + f"{NUL_SHOWN}x"
+    assert all(NUL_SHOWN in reason for r in call.record["failures"].values() for reason in r.values())
+    assert call.cycle.pod_name == f"web{NUL_SHOWN}"
+    assert audit_chain_verify().ok
+
+
+@pytest.mark.django_db
+def test_over_long_node_names_are_cut_alike_in_filter_and_prioritize():
+    long = "n" * 300
+    extender = Extender(
+        load_profiles(None),
+        cluster=StaticCluster([NodeInfo(long), NodeInfo("node-2")]),
+        traffic=traffic_store({long: 1e6, "node-2": 2e6}),
+        binder=SimulatedBinder(),
+        clock=lambda: NOW,
+    )
+    pod = {"metadata": {"name": "p", "namespace": "n", "uid": "uid-long"}}
+    body = msgspec.json.encode({"Pod": pod, "Nodes": None, "NodeNames": [long, "node-2"]})
+    events = [extender.filter("default", body).event, extender.prioritize("default", body).event]
+    spool_events = [encode_event(e) for e in events]
+    spool = Spool_in_memory(spool_events)
+    spool_ingest(spool=spool, confirm_grace_seconds=0)
+    filter_call, prioritize_call = VerbCall.objects.get(verb="filter"), VerbCall.objects.get(verb="prioritize")
+    cut = filter_call.record["nodes"][0]
+    assert len(cut) == NAME_LIMIT
+    assert prioritize_call.record["nodes"][0] == cut
+    if connection.vendor == "postgresql":
+        assert NodePosting.objects.filter(node=cut).exists()
+
+
+class Spool_in_memory(Spool):
+    def __init__(self, rows: list[bytes]) -> None:
+        import tempfile
+
+        super().__init__(tempfile.mkdtemp())
+        for row in rows:
+            self.append(row)
+
+
+@pytest.mark.django_db
+def test_a_cycle_opened_by_its_prioritize_and_joined_by_its_filter_is_found_by_the_filter_s_nodes():
+    extender, cluster = demo_extender(30)
+    events = cycle_events(extender, cluster, random.Random(8), profile="default", mode="names")
+    filtered, scored = events
+    early = msgspec.structs.replace(scored, started_at=filtered.started_at - 0.5)  # another replica's, ingested first
+    cycles_ingest_events(events=[early])
+    cycle = SchedulingCycle.objects.get()
+    first_slot = cycle.candidate_slot
+    cycles_ingest_events(events=[filtered])
+    cycle.refresh_from_db()
+    if connection.vendor == "postgresql":
+        assert cycle.candidate_slot != first_slot, "a new slot for the new candidate list"
+    from dashboard.filters import cycles_considering
+
+    failed = next(iter(filtered.filter.failures))  # a candidate of the filter, not of the prioritize
+    assert list(cycles_considering(SchedulingCycle.objects.all(), failed)) == [cycle]
+    assert list(cycles_considering(SchedulingCycle.objects.all(), scored.prioritize.nodes[0])) == [cycle]
+    assert audit_chain_verify().ok
+
+
+def test_a_json_spool_record_written_before_binary_records_still_decodes():
+    extender, cluster = demo_extender(10)
+    event = cycle_events(extender, cluster, random.Random(9), profile="default", mode="names")[0]
+    legacy = msgspec.json.encode(event)
+    assert decode_event(legacy) == event
+    binary = encode_event(event)
+    assert binary.startswith(SPOOL_BINARY)
+    assert len(binary) < len(legacy)
+    assert decode_event(binary) == event
