@@ -66,6 +66,10 @@ class SpoolRow(NamedTuple):
 
 CHECKPOINT_SECONDS = 1.0
 """How often each process copies the spool's WAL into its database file (off the verbs' path)."""
+WAL_RESTART_FRAMES = 16_384
+"""WAL length (frames of one 4 KiB page: 64 MiB) past which the checkpoint thread starts the WAL over."""
+RESTART_BUSY_MS = 50
+"""How long a RESTART checkpoint may wait for its locks (appends wait behind it meanwhile)."""
 _PROBE_MARGIN_BYTES = 16384
 """Added to a failed record's size by the write probe: an append also writes pages the probe does not."""
 _checkpointer_lock = threading.Lock()
@@ -111,9 +115,10 @@ class Spool:
         # the p99. A background thread per process checkpoints instead (``_checkpoint_forever``).
         conn.execute("PRAGMA wal_autocheckpoint=0")
         # Each gunicorn thread keeps its own connection, and SQLite's default page cache (2 MiB) fills up with
-        # pages that appends never read again: 8 threads × 2 MiB was most of a worker's memory growth in the
-        # soak. Appends and the ingester's sequential reads need no more than a few pages.
+        # pages that appends never read again. Appends and the ingester's sequential reads need only a few pages.
         conn.execute("PRAGMA cache_size=-256")
+        # When the WAL starts over (``checkpoint``), its file is cut back to this size rather than kept at its peak.
+        conn.execute(f"PRAGMA journal_size_limit={WAL_RESTART_FRAMES * 4096}")
         return conn
 
     def _checkpoint_forever(self) -> None:
@@ -122,13 +127,33 @@ class Spool:
                 log.info("spool %s is gone; its checkpoint thread stops", self.path)
                 break
             try:
-                # PASSIVE never blocks appends; SQLite releases the GIL while it copies.
-                self._conn().execute("PRAGMA wal_checkpoint(PASSIVE)")
+                self.checkpoint()
             except sqlite3.Error:
                 log.warning("spool checkpoint failed; will retry", exc_info=True)
             if self.last_append_error is not None:
                 self.probe_write()
         self._close_connection()
+
+    def checkpoint(self) -> int:
+        """Copy the WAL into the database file; start the WAL over once it is long. Returns its length in frames.
+
+        A PASSIVE checkpoint never blocks appends (SQLite releases the GIL while it copies). But under a steady
+        stream of appends it never catches up with the last frame, and SQLite starts the WAL over only when one
+        has: the WAL grew by gigabytes in a 10-minute run, and with it the WAL index that every process maps (the
+        memory growth the soak showed). So past :data:`WAL_RESTART_FRAMES` a RESTART checkpoint follows: it copies
+        the few frames appended since the PASSIVE pass and lets the next append start at the WAL's beginning.
+        Appends wait for it (it holds the write lock); a short busy timeout bounds that wait, and a RESTART that
+        cannot get its locks in time is tried again on the next round.
+        """
+        conn = self._conn()
+        _, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        if frames >= WAL_RESTART_FRAMES:
+            conn.execute(f"PRAGMA busy_timeout={RESTART_BUSY_MS}")
+            try:
+                conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+            finally:
+                conn.execute("PRAGMA busy_timeout=10000")
+        return int(frames)
 
     def probe_write(self) -> bool:
         """After a failed append: write (then delete) a blob of that record's size; success clears the failure."""
