@@ -100,7 +100,8 @@ def latency_section(results: list[load.LatencyResult], command: str) -> tuple[li
         f"`{command}`. gunicorn as deployed (`dashboard/gunicorn_conf.py`, 2 workers × 8 threads), "
         "`deploy/profiles.demo.yaml` (2 filters, 3 score plugins), the simulator's cluster and pods, every call "
         "spooled (ingest off during this table). One keep-alive connection for filter → prioritize per pod, binds "
-        "on a pool of 4. *Round trip*: request sent → last byte of the answer read, on loopback (an upper bound of "
+        "posted from a child process on a pool of 4 connections (off the loop, like kube-scheduler's bind "
+        "goroutines). *Round trip*: request sent → last byte of the answer read, on loopback (an upper bound of "
         "the server's time; in full-Nodes mode it includes sending the nodes and receiving the echo). *In verb*: "
         "the verb's own time from its spooled record (decode → answer encoded). Milliseconds.",
         "",
@@ -339,10 +340,10 @@ def main() -> None:
             f"`{' '.join(command[:6])}` (run by `make bench BENCH={flag}`).",
             body,
             "Projection to 10,000,000 cycles: every page above is a keyset read on an index ((-started_at, -id), "
-            "pod UID, the node tallies) with LIMIT 51, so its cost grows with the index depth (one more B-tree "
-            "level at most), not with the row count; the exceptions are filters on a column without an index "
-            "(outcome, chosen node, pod substring), which walk the newest-first index until 51 rows match: a value "
-            "no row has walks all of it, 10× the time at 10× the cycles.",
+            "pod UID, outcome, chosen node, the node tallies and postings) with LIMIT 51, so its cost grows with the "
+            "index depth (one more B-tree level at most), not with the row count; the exception is the pod-name "
+            "substring filter, which walks the newest-first index until 51 rows match: a substring no pod has "
+            "walks all of it, 10× the time at 10× the cycles.",
             "",
         ]
 
