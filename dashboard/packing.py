@@ -34,7 +34,7 @@ against 32 KB, ``benchmarks/record_path.py``) and needs no base64. The chain sea
 from __future__ import annotations
 
 import base64
-import threading
+import math
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
@@ -48,6 +48,8 @@ import msgspec
 import zstandard
 from django.db import models
 
+from scheduler_core.compression import compressor, decompressor
+from scheduler_core.engine import score_thresholds
 from scheduler_core.record import FilterRecord, PluginScores, PrioritizeRecord, VerbEvent
 from scheduler_core.wire import encode_host_priorities
 
@@ -56,23 +58,6 @@ MIN_PACKED_BYTES = 1024
 """Smaller values stay plain JSON (readable in SQL; compression would gain little)."""
 _LEVEL = 3
 """zstd's default: ~0.1 ms for a 1000-node record, within a few per cent of its higher levels' size here."""
-
-_local = threading.local()
-
-
-def _compressor() -> zstandard.ZstdCompressor:
-    # zstandard's (de)compressors are not thread-safe; one per thread (the ingester and the web threads).
-    compressor: zstandard.ZstdCompressor | None = getattr(_local, "compressor", None)
-    if compressor is None:
-        compressor = _local.compressor = zstandard.ZstdCompressor(level=_LEVEL)
-    return compressor
-
-
-def _decompressor() -> zstandard.ZstdDecompressor:
-    decompressor: zstandard.ZstdDecompressor | None = getattr(_local, "decompressor", None)
-    if decompressor is None:
-        decompressor = _local.decompressor = zstandard.ZstdDecompressor()
-    return decompressor
 
 
 class PackedDict(dict[str, Any]):
@@ -106,7 +91,7 @@ def pack(value: Any) -> Any:
     data = msgspec.json.encode(value)
     if len(data) < MIN_PACKED_BYTES:
         return value
-    return _wrap(value, base64.b64encode(_compressor().compress(data)).decode("ascii"))
+    return _wrap(value, base64.b64encode(compressor(_LEVEL).compress(data)).decode("ascii"))
 
 
 def unpack(value: Any) -> Any:
@@ -115,7 +100,7 @@ def unpack(value: Any) -> Any:
         return value
     stored: str = value[PACK_KEY]
     try:
-        original = msgspec.json.decode(_decompressor().decompress(base64.b64decode(stored, validate=True)))
+        original = msgspec.json.decode(decompressor().decompress(base64.b64decode(stored, validate=True)))
     except (ValueError, zstandard.ZstdError, msgspec.DecodeError) as exc:
         # Damaged (or tampered with): readers get an empty record saying so; the chain still hashes the text.
         original = {"$unreadable": f"packed value cannot be read: {exc}"}
@@ -144,13 +129,6 @@ class PackedJSONField(models.JSONField):  # type: ignore[type-arg]
 BODY_FORMAT = 1
 """The first byte of every body; a later format gets another number and this module keeps reading this one."""
 _BODY_LEVEL = 1
-
-
-def _body_compressor() -> zstandard.ZstdCompressor:
-    compressor: zstandard.ZstdCompressor | None = getattr(_local, "body_compressor", None)
-    if compressor is None:
-        compressor = _local.body_compressor = zstandard.ZstdCompressor(level=_BODY_LEVEL)
-    return compressor
 
 
 class Column(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
@@ -228,32 +206,13 @@ def column_decode(column: Column) -> list[Any]:
     return values
 
 
-def _extender_threshold(score: int) -> float:
-    """The smallest non-negative float whose extender score is ``score`` or more, under this module's formula.
-
-    The formula is frozen here (``floor(final / 10 + 0.5 + 1e-9)``, clamped to 0..10: ``engine.to_extender_score``
-    when this format was written): bodies are decoded with it forever, so it must not follow later changes.
-    """
-    import math
-    import struct
-
-    def extender(final: float) -> int:
-        return min(10, max(0, math.floor(final / 10 + 0.5 + 1e-9)))
-
-    def at(bits: int) -> float:
-        return float(struct.unpack("<d", struct.pack("<q", bits))[0])
-
-    low, high = 0, struct.unpack("<q", struct.pack("<d", 100.0))[0]
-    while high - low > 1:
-        middle = (low + high) // 2
-        if extender(at(middle)) >= score:
-            high = middle
-        else:
-            low = middle
-    return at(high)
+def _frozen_extender_score(final: float) -> int:
+    """The extender score under this format's formula, frozen here (``engine.to_extender_score`` when the format
+    was written): bodies are decoded with it forever, so it must not follow later changes to the engine."""
+    return min(10, max(0, math.floor(final / 10 + 0.5 + 1e-9)))
 
 
-_EXTENDER_THRESHOLDS = tuple(_extender_threshold(score) for score in range(1, 11))
+_EXTENDER_THRESHOLDS = score_thresholds(_frozen_extender_score, 10)
 
 
 def _extender_of(final: Sequence[float]) -> list[int]:
@@ -459,7 +418,7 @@ def body_encode_with_facts(
     made = facts[0] if facts else None
     if made is not None:
         made.event_id = event.event_id
-    return bytes([BODY_FORMAT]) + _body_compressor().compress(_body_encoder.encode(body)), made
+    return bytes([BODY_FORMAT]) + compressor(_BODY_LEVEL).compress(_body_encoder.encode(body)), made
 
 
 FilterLookup = Callable[[str], "Mapping[str, Any] | None"]
@@ -510,7 +469,7 @@ def body_decode(body: bytes, *, lookup: FilterLookup) -> tuple[dict[str, Any], A
     """The record (as ``dashboard.services.cycles`` built it from the event) and the answer, from a stored body."""
     if not body or body[0] != BODY_FORMAT:
         raise ValueError(f"unknown body format {body[:1]!r}")
-    decoded = _body_decoder.decode(_decompressor().decompress(body[1:]))
+    decoded = _body_decoder.decode(decompressor().decompress(body[1:]))
     answer: Any
     if decoded.filter is not None:
         part: Any = _filter_record(decoded.filter)
@@ -539,11 +498,11 @@ def body_referring_to(body: bytes, event_ids: Mapping[str, str]) -> bytes:
     """``body`` with its reference to a filter call (a prioritize's) renamed by ``event_ids`` (old → new); other
     bodies as they are. For copies of whole cycles under new event ids (``benchmarks/dashboard.py``), never for
     recorded ones."""
-    decoded = _body_decoder.decode(_decompressor().decompress(body[1:]))
+    decoded = _body_decoder.decode(decompressor().decompress(body[1:]))
     if decoded.prioritize is None or decoded.prioritize.filter_event not in event_ids:
         return body
     decoded.prioritize.filter_event = event_ids[decoded.prioritize.filter_event]
-    return bytes([BODY_FORMAT]) + _body_compressor().compress(_body_encoder.encode(decoded))
+    return bytes([BODY_FORMAT]) + compressor(_BODY_LEVEL).compress(_body_encoder.encode(decoded))
 
 
 def body_read(body: bytes, *, lookup: FilterLookup) -> tuple[dict[str, Any], Any]:

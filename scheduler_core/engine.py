@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, filterfalse
 from operator import attrgetter, itemgetter, not_
@@ -32,23 +32,28 @@ def _float_at(bits: int) -> float:
     return float(struct.unpack("<d", struct.pack("<q", bits))[0])
 
 
-def _threshold(score: int) -> float:
-    """The smallest non-negative float that :func:`to_extender_score` maps to ``score`` or more.
+def score_thresholds(rule: Callable[[float], int], top: int) -> tuple[float, ...]:
+    """For each score 1..``top``, the smallest non-negative float that ``rule`` maps to that score or more.
 
-    ``to_extender_score`` is monotonic (IEEE division and addition round monotonically), and non-negative
-    floats order like their bit patterns, so a bisection over the bit patterns finds the exact boundary.
+    ``rule`` must be monotonic (as 0..100 → 0..10 rounding is: IEEE division and addition round monotonically);
+    non-negative floats order like their bit patterns, so a bisection over the bit patterns finds each exact
+    boundary, and ``bisect_right(thresholds, x) == rule(x)`` for every x in 0..100.
     """
-    low, high = 0, struct.unpack("<q", struct.pack("<d", 100.0))[0]  # maps below ``score`` / to ``score`` or more
-    while high - low > 1:
-        middle = (low + high) // 2
-        if to_extender_score(_float_at(middle)) >= score:
-            high = middle
-        else:
-            low = middle
-    return _float_at(high)
+
+    def threshold(score: int) -> float:
+        low, high = 0, struct.unpack("<q", struct.pack("<d", 100.0))[0]  # maps below ``score`` / to it or more
+        while high - low > 1:
+            middle = (low + high) // 2
+            if rule(_float_at(middle)) >= score:
+                high = middle
+            else:
+                low = middle
+        return _float_at(high)
+
+    return tuple(threshold(score) for score in range(1, top + 1))
 
 
-_EXTENDER_THRESHOLDS = tuple(_threshold(score) for score in range(1, MAX_EXTENDER_PRIORITY + 1))
+_EXTENDER_THRESHOLDS = score_thresholds(to_extender_score, MAX_EXTENDER_PRIORITY)
 """``bisect_right(_EXTENDER_THRESHOLDS, final) == to_extender_score(final)`` for every final score."""
 _name = attrgetter("name")
 Floats = NDArray[np.float64]

@@ -7,11 +7,11 @@ builtins, never a cycle), so a record does not add to the cyclic collector's wor
 
 from __future__ import annotations
 
-import threading
 from typing import Literal
 
 import msgspec
-import zstandard
+
+from scheduler_core.compression import compressor, decompressor
 
 Verb = Literal["filter", "prioritize", "bind", "preempt"]
 NodeMode = Literal["names", "nodes", ""]
@@ -132,23 +132,6 @@ SPOOL_BINARY = b"SLR\x01"
 """The first bytes of a record spooled in binary form (JSON records start with ``{``): zstd-compressed MessagePack."""
 _ZSTD_LEVEL = -1
 """One of zstd's fast levels: a 1000-node record's names and reasons repeat, so even it makes it 5-10× smaller."""
-_local = threading.local()
-
-
-def _compressor() -> zstandard.ZstdCompressor:
-    compressor: zstandard.ZstdCompressor | None = getattr(_local, "compressor", None)
-    if compressor is None:  # (not thread-safe: one per thread)
-        compressor = _local.compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
-    return compressor
-
-
-def _decompressor() -> zstandard.ZstdDecompressor:
-    decompressor: zstandard.ZstdDecompressor | None = getattr(_local, "decompressor", None)
-    if decompressor is None:
-        decompressor = _local.decompressor = zstandard.ZstdDecompressor()
-    return decompressor
-
-
 _json_encoder = msgspec.json.Encoder()
 _json_decoder = msgspec.json.Decoder(VerbEvent)
 _binary_encoder = msgspec.msgpack.Encoder()
@@ -189,14 +172,14 @@ def encode_event(event: VerbEvent) -> bytes:
             event.server,
         )
     )
-    return SPOOL_BINARY + _compressor().compress(packed)
+    return SPOOL_BINARY + compressor(_ZSTD_LEVEL).compress(packed)
 
 
 def decode_event(data: bytes) -> VerbEvent:
     """A spooled record, in either form (binary, or JSON as written by every version)."""
     if not data.startswith(SPOOL_BINARY):
         return _json_decoder.decode(data)
-    wire = _binary_decoder.decode(_decompressor().decompress(memoryview(data)[len(SPOOL_BINARY) :]))
+    wire = _binary_decoder.decode(decompressor().decompress(memoryview(data)[len(SPOOL_BINARY) :]))
     return VerbEvent(
         event_id=wire.event_id,
         verb=wire.verb,
