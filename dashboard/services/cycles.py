@@ -33,7 +33,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 
 from dashboard.models import NodeMode, NodePosting, Outcome, SchedulingCycle, VerbCall
 from dashboard.packing import FilterFacts, NulInRecordError, body_encode_with_facts, filter_facts, pack, stored_form
-from dashboard.services.audit import NodeCounts, audit_chain_open, call_content, copy_upsert
+from dashboard.services.audit import CONTENT_FIELDS, NodeCounts, audit_chain_open, call_content, copy_upsert
 from dashboard.services.storable import event_storable
 from dashboard.spool import Spool, SpoolRow
 from scheduler_core.record import FilterRecord, VerbEvent, decode_event
@@ -520,20 +520,9 @@ def _postings(cycles: Sequence[tuple[int, Sequence[str]]]) -> None:
     )
 
 
-_CALL_COPY_COLUMNS = (
-    "cycle_id",
-    "event_id",
-    "verb",
-    "started_at",
-    "duration_ms",
-    "http_status",
-    "error",
-    "server",
-    "record",
-    "response",
-    "body",
-    "chain_hash",
-)
+_CALL_COPY_COLUMNS = (*CONTENT_FIELDS, "body", "chain_hash")
+"""A new call's row as COPY writes it: what its chain link covers (database column names), then body and hash."""
+_JSON_COLUMNS = frozenset({"record", "response"})
 
 
 def _insert_cycles(cycles: list[SchedulingCycle]) -> None:
@@ -735,20 +724,11 @@ def _ingest(prepared: Sequence[_Prepared]) -> int:
             chain_hash = chain.link(call_content(values))
             tallies.add(new)
             if postgres:
+                values["chain_hash"] = chain_hash
                 rows.append(
-                    (
-                        cycle.id,
-                        new.event_id,
-                        new.verb,
-                        new.at,
-                        new.duration_ms,
-                        new.http_status,
-                        new.error,
-                        new.server,
-                        _json_column(new.record_json),
-                        _json_column(new.response_json),
-                        new.body,
-                        chain_hash,
+                    tuple(
+                        _json_column(values[name]) if name in _JSON_COLUMNS else values[name]
+                        for name in _CALL_COPY_COLUMNS
                     )
                 )
             else:
