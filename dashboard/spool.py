@@ -66,6 +66,8 @@ class SpoolRow(NamedTuple):
 
 CHECKPOINT_SECONDS = 1.0
 """How often each process copies the spool's WAL into its database file (off the verbs' path)."""
+BUSY_SECONDS = 10.0
+"""How long a spool statement waits for another connection's lock before it fails."""
 WAL_RESTART_FRAMES = 16_384
 """WAL length (frames of one 4 KiB page: 64 MiB) past which the checkpoint thread starts the WAL over."""
 RESTART_BUSY_MS = 50
@@ -106,7 +108,7 @@ class Spool:
             ) from exc
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(self.path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False)
         # NORMAL in WAL mode survives a process crash (the data is in the OS page cache and the WAL);
         # only a power loss can drop the last commits, and an fsync per verb would cost milliseconds.
         conn.execute("PRAGMA synchronous=NORMAL")
@@ -152,7 +154,7 @@ class Spool:
             try:
                 conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
             finally:
-                conn.execute("PRAGMA busy_timeout=10000")
+                conn.execute(f"PRAGMA busy_timeout={int(BUSY_SECONDS * 1000)}")  # back to the connection's own
         return int(frames)
 
     def probe_write(self) -> bool:
