@@ -27,6 +27,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,7 @@ class _Host(msgspec.Struct):
 
 _filter_answer = msgspec.json.Decoder(_FilterAnswer)
 _priorities = msgspec.json.Decoder(list[_Host])
+_score = attrgetter("Score")
 
 
 class Connection:
@@ -168,7 +170,7 @@ class Scheduler:
                 self._error(f"prioritize: {status} {data[:200]!r}")
                 return
             hosts = _priorities.decode(data)
-            chosen = max(hosts, key=lambda h: h.Score).Host if hosts else chosen
+            chosen = max(hosts, key=_score).Host if hosts else chosen
         meta = pod["metadata"]
         bind = {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": chosen}
         self.binds.send(msgspec.json.encode(bind))
@@ -399,6 +401,8 @@ class LatencyResult:
     floor_view_ms: list[float]
     decode_ms: dict[str, list[float]]
     body_bytes: int
+    floor_wsgi_ms: list[float] = field(default_factory=list)
+    """The same body to an empty WSGI app under the same gunicorn: the floor of the verbs' fast path."""
 
 
 def latency(node_counts: list[int], pods_for: dict[tuple[int, str], int], workdir: Path) -> list[LatencyResult]:
@@ -415,6 +419,7 @@ def latency(node_counts: list[int], pods_for: dict[tuple[int, str], int], workdi
                 scheduler = Scheduler(server.url)
                 floor_conn = Connection("127.0.0.1", floor.port, [0], threading.Lock())
                 floor_times: list[float] = []
+                wsgi_times: list[float] = []
                 warm = [bodies.pod() for _ in range(3)]
                 for pod, pod_json in warm:  # warm-up (not timed): first calls build per-process caches
                     scheduler.schedule(pod, bodies.filter_body(pod_json, mode == "names"), pod_json, mode == "names")
@@ -425,19 +430,23 @@ def latency(node_counts: list[int], pods_for: dict[tuple[int, str], int], workdi
                     body = bodies.filter_body(pod_json, mode == "names")
                     scheduler.schedule(pod, body, pod_json, mode == "names")
                     floor_times.append(floor_conn.post("/floor/", body)[2])
+                    wsgi_times.append(floor_conn.post("/floor/wsgi", body)[2])
                 scheduler.run.seconds = time.perf_counter() - started
                 scheduler.close()
                 floor_conn.close()
                 _, sample_json = bodies.pod()
                 sample = bodies.filter_body(sample_json, mode == "names")
                 decode = decode_floor(sample, max(5, min(50, pods)))
-                results.append(LatencyResult(count, mode, scheduler.run, {}, floor_times, decode, len(sample)))
+                results.append(
+                    LatencyResult(count, mode, scheduler.run, {}, floor_times, decode, len(sample), wsgi_times)
+                )
                 print(
                     f"{count:5d} nodes {mode:5s}: filter p50 {p50(scheduler.run.filter_ms):.2f} p99 "
                     f"{percentile(scheduler.run.filter_ms, 99):.2f}  prioritize p50 "
                     f"{p50(scheduler.run.prioritize_ms):.2f}"
                     f" p99 {percentile(scheduler.run.prioritize_ms or [0], 99):.2f}  floor view p50 "
-                    f"{p50(floor_times):.2f}  decode p50 {p50(decode['msgspec']):.2f}  errors {scheduler.run.errors}"
+                    f"{p50(floor_times):.2f}  floor wsgi p50 {p50(wsgi_times):.2f}  decode p50 "
+                    f"{p50(decode['msgspec']):.2f}  errors {scheduler.run.errors}"
                     f" connections {scheduler.run.connections}",
                     flush=True,
                 )

@@ -154,6 +154,12 @@ def node_lookup(view: ClusterView) -> Callable[[str], NodeInfo | None]:
     return lookup() if callable(lookup) else view.node
 
 
+def nodes_state(view: ClusterView) -> object | None:
+    """An object replaced whenever ``view``'s nodes change, to memoize by; None: the view cannot tell."""
+    state = getattr(view, "nodes_state", None)
+    return state() if callable(state) else None
+
+
 def resources_lookup(view: ClusterView) -> Callable[[str], NodeResourcesSpec | None]:
     """``view.node_resources``, or a faster equivalent for one call (see :func:`node_lookup`)."""
     lookup = getattr(view, "resources_lookup", None)
@@ -220,6 +226,9 @@ class StaticCluster:
     def node_lookup(self) -> Callable[[str], NodeInfo | None]:
         return self._nodes.get
 
+    def nodes_state(self) -> object:
+        return self._nodes  # immutable: the mapping itself is the state
+
     def resources_lookup(self) -> Callable[[str], NodeResourcesSpec | None]:
         return self._node_resources.get
 
@@ -278,6 +287,9 @@ class FileCluster:
 
     def node_lookup(self) -> Callable[[str], NodeInfo | None]:
         return self._current().node_lookup()
+
+    def nodes_state(self) -> object:
+        return self._current().nodes_state()
 
     def resources_lookup(self) -> Callable[[str], NodeResourcesSpec | None]:
         return self._current().resources_lookup()

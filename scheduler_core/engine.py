@@ -6,6 +6,7 @@ import math
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import compress, filterfalse
 from operator import attrgetter, itemgetter, not_
 
@@ -14,7 +15,8 @@ from numpy.typing import NDArray
 
 from scheduler_core.cluster import NodeInfo
 from scheduler_core.plugins import CycleContext, NodeScore, ScoreColumns, ScoreResult, Verdict
-from scheduler_core.plugins.traffic import TrafficArgs, read_traffic
+from scheduler_core.plugins.base import candidate_names, shared_column
+from scheduler_core.plugins.traffic import TrafficArgs, node_bytes, read_traffic
 from scheduler_core.profiles import Profile
 from scheduler_core.record import FilterRecord, PluginScores, PrioritizeRecord
 from scheduler_core.wire import MAX_EXTENDER_PRIORITY
@@ -83,6 +85,8 @@ class FilterDecision:
     """Indices of the nodes that passed, in input order."""
     failed: dict[str, str] = field(default_factory=dict)
     unresolvable: dict[str, str] = field(default_factory=dict)
+    outcome: object = None
+    """What the decision was copied from: the same object for the same verdicts (memoize answers by it)."""
 
 
 def _traffic_args(profile: Profile) -> TrafficArgs | None:
@@ -94,56 +98,92 @@ def _traffic_args(profile: Profile) -> TrafficArgs | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class _FilterOutcome:
+    """What the plugins' verdicts on a candidate list come to: the same verdict lists, the same outcome."""
+
+    passed: list[int]
+    passed_names: list[str]
+    failures: dict[str, dict[str, str]]
+    details: dict[str, dict[str, str]]
+    unresolvable: list[str]
+    failed_reasons: dict[str, str]
+    unresolvable_reasons: dict[str, str]
+
+
 def run_filter(profile: Profile, ctx: CycleContext, nodes: Sequence[NodeInfo]) -> tuple[FilterDecision, FilterRecord]:
     """Every filter plugin judges every node (no short-circuit), so the record holds each verdict.
 
-    Column-wise, in C (``map``/``compress``/``zip``): failing nodes share a handful of reason combinations
+    The outcome is a function of the plugins' verdict lists alone, which plugins keep per candidate list while
+    their inputs are unchanged (a traffic snapshot, a NodeResources table): then it is worked out once and each
+    call gets copies of it.
+    """
+    names = candidate_names(ctx, nodes)
+    judged = [(plugin.name, plugin.filter(ctx, nodes)) for plugin in profile.filters]
+    sources = (names, *(verdicts for _, verdicts in judged))
+    outcome = shared_column(ctx.shared, ("filter outcome", profile.name), sources, partial(_outcome, names, judged))
+    decision = FilterDecision(
+        list(outcome.passed), dict(outcome.failed_reasons), dict(outcome.unresolvable_reasons), outcome
+    )
+    record = FilterRecord(
+        nodes=names,
+        passed=list(outcome.passed_names),
+        failures=dict(outcome.failures),  # each {plugin: reason} is shared by a combination: never mutated
+        details={name: dict(figures) for name, figures in outcome.details.items()},
+        unresolvable=list(outcome.unresolvable),
+    )
+    _record_traffic(profile, ctx, record, nodes)
+    return decision, record
+
+
+def _outcome(names: list[str], judged: list[tuple[str, Sequence[Verdict]]]) -> _FilterOutcome:
+    """Column-wise, in C (``map``/``compress``/``zip``): failing nodes share a handful of reason combinations
     ("no NodeResources object", one threshold), so each combination is worded once and the per-node work is
     lookups. At 5000 nodes with a fifth failing, a loop over the failing nodes was half the filter's time.
     """
-    names = list(map(_name, nodes))
     count = len(names)
     failing: set[int] = set()
-    judged: list[tuple[str, Sequence[Verdict], list[int]]] = []  # the plugins that failed some node
-    for plugin in profile.filters:
-        verdicts = plugin.filter(ctx, nodes)
+    failed_by: list[tuple[str, Sequence[Verdict], list[int]]] = []  # the plugins that failed some node
+    for plugin_name, verdicts in judged:
         failed_here = list(compress(range(count), map(_reason, verdicts)))
         if failed_here:
             failing.update(failed_here)
-            judged.append((plugin.name, verdicts, failed_here))
+            failed_by.append((plugin_name, verdicts, failed_here))
     passed = list(filterfalse(failing.__contains__, range(count))) if failing else list(range(count))
-    decision = FilterDecision(passed)
-    record = FilterRecord(nodes=names, passed=list(map(names.__getitem__, passed)))
+    passed_names = list(map(names.__getitem__, passed))
     if not failing:
-        _record_traffic(profile, ctx, record, names)
-        return decision, record
+        return _FilterOutcome(passed, passed_names, {}, {}, [], {}, {})
     order = sorted(failing)
     failed_names = list(map(names.__getitem__, order))
     # Per failing node, one (reason, unresolvable) per judging plugin: the key of its combination.
-    columns = [list(map(_verdict_key, map(verdicts.__getitem__, order))) for _, verdicts, _ in judged]
+    columns = [list(map(_verdict_key, map(verdicts.__getitem__, order))) for _, verdicts, _ in failed_by]
     keys = list(zip(*columns, strict=True))
-    plugin_names = [name for name, _, _ in judged]
+    plugin_names = [name for name, _, _ in failed_by]
     combinations = {key: _combination(plugin_names, key) for key in set(keys)}
     picked = list(map(combinations.__getitem__, keys))
-    record.failures = dict(zip(failed_names, map(itemgetter(0), picked), strict=True))
+    failures = dict(zip(failed_names, map(itemgetter(0), picked), strict=True))
     flags = list(map(itemgetter(2), picked))
     reasons = list(map(itemgetter(1), picked))
-    record.unresolvable = list(compress(failed_names, flags))
-    decision.unresolvable.update(zip(record.unresolvable, compress(reasons, flags), strict=True))
+    unresolvable = list(compress(failed_names, flags))
     resolvable = list(map(not_, flags))
-    decision.failed.update(zip(compress(failed_names, resolvable), compress(reasons, resolvable), strict=True))
-    with_details = [
-        (name, verdicts)
-        for name, verdicts, failed_here in judged
-        if any(map(_detail, map(verdicts.__getitem__, failed_here)))
-    ]
-    if with_details:  # node-specific figures (a threshold's measured rate): few nodes, kept in node order
-        for index, name in zip(order, failed_names, strict=True):
-            for plugin_name, verdicts in with_details:
-                if detail := verdicts[index].detail:
-                    record.details.setdefault(name, {})[plugin_name] = detail
-    _record_traffic(profile, ctx, record, names)
-    return decision, record
+    # Node-specific figures (a threshold's measured rate): few nodes, found per plugin among its own failures,
+    # then kept in node order (a stable sort keeps the plugins' order within a node).
+    found = []
+    for plugin_name, verdicts, failed_here in failed_by:
+        with_detail = list(compress(failed_here, map(_detail, map(verdicts.__getitem__, failed_here))))
+        found += [(index, plugin_name, verdicts[index].detail) for index in with_detail]
+    details: dict[str, dict[str, str]] = {}
+    for index, plugin_name, detail in sorted(found, key=itemgetter(0)):
+        details.setdefault(names[index], {})[plugin_name] = detail
+    return _FilterOutcome(
+        passed,
+        passed_names,
+        failures,
+        details,
+        unresolvable,
+        dict(zip(compress(failed_names, resolvable), compress(reasons, resolvable), strict=True)),
+        dict(zip(unresolvable, compress(reasons, flags), strict=True)),
+    )
 
 
 def _combination(plugin_names: list[str], key: tuple[tuple[str, bool], ...]) -> tuple[dict[str, str], str, bool]:
@@ -157,14 +197,14 @@ def _combination(plugin_names: list[str], key: tuple[tuple[str, bool], ...]) -> 
     return reasons, joined, any(unresolvable for reason, unresolvable in key if reason)
 
 
-def _record_traffic(profile: Profile, ctx: CycleContext, record: FilterRecord, names: list[str]) -> None:
+def _record_traffic(profile: Profile, ctx: CycleContext, record: FilterRecord, nodes: Sequence[NodeInfo]) -> None:
     traffic_args = _traffic_args(profile)
     if traffic_args is not None:
         reading = read_traffic(ctx, traffic_args)
         record.metric_age_seconds = reading.age_seconds
         record.metric_note = reading.note
         if reading.snapshot is not None:
-            record.traffic_bytes = list(map(reading.snapshot.bytes_by_node.get, names))
+            record.traffic_bytes = node_bytes(ctx, reading.snapshot, nodes)
 
 
 def _columns(scores: Sequence[NodeScore]) -> ScoreColumns:
@@ -175,7 +215,7 @@ def _columns(scores: Sequence[NodeScore]) -> ScoreColumns:
         [s.score for s in scores],
         [s.raw for s in scores],
         [s.detail for s in scores],
-        {i: s.herd_bytes for i, s in enumerate(scores) if s.herd_bytes},
+        [s.herd_bytes for s in scores] if any(s.herd_bytes for s in scores) else [],
     )
 
 
@@ -184,11 +224,7 @@ def _plugin_record(
 ) -> PluginScores:
     columns = _columns(result.scores)
     raws = list(columns.raws) if columns.raws is not None else []
-    herd_bytes: list[float] = []
-    if any(columns.herd_bytes.values()):
-        herd_bytes = [0.0] * len(names)
-        for index, extra in columns.herd_bytes.items():
-            herd_bytes[index] = extra
+    herd_bytes = list(columns.herd_bytes) if any(columns.herd_bytes) else []
     notes: dict[str, str] = {}
     # A plugin that does not apply says why once (``note``); the explanation falls back to it for every node,
     # so the same sentence is not stored once per node (half the record of a 1000-node prioritize).
@@ -216,7 +252,7 @@ def _plugin_record(
 
 def run_prioritize(profile: Profile, ctx: CycleContext, nodes: Sequence[NodeInfo]) -> PrioritizeRecord:
     """Weighted mean of the applicable score plugins, then the extender's 0..10 scale."""
-    names = list(map(_name, nodes))
+    names = candidate_names(ctx, nodes)
     plugin_records: list[PluginScores] = []
     # Vectorized: ``totals[i] += score · weight`` per plugin, then ``/ Σ weight``: the same IEEE operations in
     # the same order as the scalar formula, so the same floats.

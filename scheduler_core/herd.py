@@ -14,21 +14,40 @@ This module is plain Python; the shared, Redis-backed log lives in ``dashboard.t
 
 from __future__ import annotations
 
+import math
 import threading
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+Floats = NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True)
 class RecentBinds:
-    """Bind times per node, as read once at the start of a verb call."""
+    """Recent binds, one entry per bind (oldest recorded first), as read once at the start of a verb call.
 
-    by_node: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    Flat rather than grouped by node: a verb reads thousands of them at sustained rates, and the herd estimate
+    sums them per candidate in one vectorized pass (:meth:`HerdEstimator.extra_bytes_at`).
+    """
+
+    nodes: tuple[str, ...] = ()
+    times: tuple[float, ...] = ()
+    """Bind time of each entry of ``nodes`` (Unix seconds)."""
     default_decay_seconds: float = 15.0
     """How long a bind raises its node's estimate when the plugin does not say: the traffic refresh interval."""
     note: str = ""
     """Why the list may be incomplete (e.g. the shared log was unreachable), for the record."""
+
+    @property
+    def by_node(self) -> dict[str, tuple[float, ...]]:
+        """Bind times per node, in recorded order."""
+        grouped: dict[str, list[float]] = {}
+        for node, at in zip(self.nodes, self.times, strict=True):
+            grouped.setdefault(node, []).append(at)
+        return {node: tuple(times) for node, times in grouped.items()}
 
 
 NO_BINDS = RecentBinds()
@@ -42,6 +61,10 @@ class BindLog(Protocol):
     def recent_binds(self, now: float) -> RecentBinds: ...
 
 
+PRUNE_SECONDS = 0.25
+"""How often the in-process log drops binds past its horizon."""
+
+
 class InMemoryBindLog:
     """A :class:`BindLog` in this process only: the in-process mode, and the fallback when Redis is down."""
 
@@ -52,7 +75,8 @@ class InMemoryBindLog:
         self.default_decay_seconds = horizon_seconds if default_decay_seconds is None else default_decay_seconds
         self._lock = threading.Lock()
         self._binds: dict[str, tuple[str, float]] = {}
-        """pod → (node, bound at); insertion order is roughly time order, so pruning stops early."""
+        """pod → (node, bound at)."""
+        self._pruned_at = -math.inf
 
     def record_bind(self, *, node: str, pod: str, at: float) -> None:
         with self._lock:
@@ -64,14 +88,16 @@ class InMemoryBindLog:
     def recent_binds(self, now: float) -> RecentBinds:
         with self._lock:
             self._prune(now)
-            grouped: dict[str, list[float]] = {}
-            for node, at in self._binds.values():
-                grouped.setdefault(node, []).append(at)
-        return RecentBinds(
-            {node: tuple(times) for node, times in grouped.items()}, default_decay_seconds=self.default_decay_seconds
-        )
+            entries = list(self._binds.values())
+        nodes, times = zip(*entries, strict=True) if entries else ((), ())
+        return RecentBinds(nodes, times, default_decay_seconds=self.default_decay_seconds)
 
     def _prune(self, now: float) -> None:
+        # A scan of every bind, so at most every PRUNE_SECONDS of ``now`` (thousands of binds at sustained rates):
+        # a bind kept up to that much past the horizon has decayed to nothing already (decay ≤ horizon).
+        if 0.0 <= now - self._pruned_at < PRUNE_SECONDS:
+            return
+        self._pruned_at = now
         cutoff = now - self.horizon_seconds
         expired = [pod for pod, (_, at) in self._binds.items() if at < cutoff]
         for pod in expired:
@@ -89,16 +115,15 @@ class HerdEstimator:
     def enabled(self) -> bool:
         return self.bytes_per_pod > 0 and self.decay_seconds > 0
 
-    def weight(self, bound_at: float, now: float) -> float:
-        """1.0 for a bind just now (or stamped slightly in the future by another replica's clock), 0 once decayed."""
+    def extra_bytes_at(self, positions: NDArray[np.intp], times: NDArray[np.float64], now: float, size: int) -> Floats:
+        """Per position 0..size-1, the extra bytes of the binds at that position (``times``: when each was bound).
+
+        Each bind weighs 1 just after it (or when stamped slightly in the future by another replica's clock) and
+        0 once ``decay_seconds`` old, linearly in between; the weights times ``bytes_per_pod`` are added up per
+        position in the binds' order (``bincount`` adds in input order), so the sums are those of a loop per node.
+        """
         if not self.enabled:
-            return 0.0
-        age = max(0.0, now - bound_at)
-        return max(0.0, 1.0 - age / self.decay_seconds)
-
-    def extra_bytes(self, bind_times: Iterable[float], now: float) -> float:
-        return sum(self.bytes_per_pod * self.weight(at, now) for at in bind_times)
-
-    def counted(self, bind_times: Iterable[float], now: float) -> int:
-        """How many of the binds still weigh on the node."""
-        return sum(1 for at in bind_times if self.weight(at, now) > 0)
+            return np.zeros(size)
+        weights = np.maximum(0.0, 1.0 - np.maximum(0.0, now - times) / self.decay_seconds)
+        summed = np.bincount(positions, weights=self.bytes_per_pod * weights, minlength=size)
+        return summed.astype(np.float64, copy=False)

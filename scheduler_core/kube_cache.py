@@ -54,6 +54,8 @@ class _NodeTable:
     def __init__(self, changed: Callable[[], None]) -> None:
         self.items: dict[str, NodeInfo] = {}
         self._changed = changed
+        self.state = object()
+        """Replaced on every change: the identity :func:`~scheduler_core.cluster.nodes_state` memoizes by."""
 
     @staticmethod
     def _convert(obj: JSON) -> NodeInfo | None:
@@ -70,6 +72,7 @@ class _NodeTable:
             if info is not None and info.name:
                 fresh[info.name] = info
         self.items = fresh  # one reference swap: readers see the old table or the new one, never a mix
+        self.state = object()
         self._changed()
 
     def apply(self, event_type: str, obj: JSON) -> None:
@@ -82,6 +85,7 @@ class _NodeTable:
             info = self._convert(obj)
             if info is not None:
                 self.items[name] = info
+        self.state = object()  # after the change: a reader that saw the new state sees the new items
         self._changed()
 
 
@@ -174,6 +178,12 @@ class KubernetesCluster:
 
     def node(self, name: str) -> NodeInfo | None:
         return self._nodes.items.get(name)
+
+    def node_lookup(self) -> Callable[[str], NodeInfo | None]:
+        return self._nodes.items.get  # a dict's own get: every candidate of a call looked up in C
+
+    def nodes_state(self) -> object:
+        return self._nodes.state
 
     def node_resources(self, name: str) -> NodeResourcesSpec | None:
         return self._specs.items.get(name)

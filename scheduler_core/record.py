@@ -7,7 +7,7 @@ builtins, never a cycle), so a record does not add to the cyclic collector's wor
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -104,28 +104,30 @@ class VerbEvent(msgspec.Struct, omit_defaults=True, gc=False):
     """Which process answered (host:pid), to trace calls of one cycle across replicas."""
 
 
-class _SpoolEvent(msgspec.Struct, array_like=True, gc=False):
-    """A ``VerbEvent`` as the spool holds it in binary form: MessagePack, fields by position, answer as bytes."""
+def _spool_form() -> type[msgspec.Struct]:
+    """A ``VerbEvent`` as the spool holds it in binary form: MessagePack, fields by position, answer as bytes.
 
-    event_id: str
-    verb: str
-    profile: str
-    started_at: float
-    duration_ms: float
-    http_status: int
-    pod_namespace: str
-    pod_name: str
-    pod_uid: str
-    pod_resource_version: str
-    node_mode: NodeMode
-    error: str
-    error_path: str
-    filter: FilterRecord | None
-    prioritize: PrioritizeRecord | None
-    bind: BindRecord | None
-    preempt: PreemptRecord | None
-    response: bytes
-    server: str
+    Made from ``VerbEvent``'s own field list, so a field added there is carried without anyone copying it by hand.
+    Records already spooled keep reading only if a new field goes last, with a default (positions are the format);
+    ``tests/core/test_record_spool.py`` pins the order.
+    """
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    for info in msgspec.structs.fields(VerbEvent):
+        if info.name == "response":
+            fields.append((info.name, bytes, b"null"))
+        elif info.default is not msgspec.NODEFAULT:
+            fields.append((info.name, info.type, info.default))
+        elif info.default_factory is not msgspec.NODEFAULT:
+            fields.append((info.name, info.type, msgspec.field(default_factory=info.default_factory)))
+        else:
+            fields.append((info.name, info.type))
+    return msgspec.defstruct("SpoolEvent", fields, array_like=True, gc=False, module=__name__)
+
+
+_SpoolEvent = _spool_form()
+SPOOL_FIELDS = tuple(info.name for info in msgspec.structs.fields(VerbEvent))
+"""The binary spool form's fields, in their positions."""
+_RESPONSE = SPOOL_FIELDS.index("response")
 
 
 SPOOL_BINARY = b"SLR\x01"
@@ -149,29 +151,9 @@ def encode_event(event: VerbEvent) -> bytes:
     """
     if event.filter is None and event.prioritize is None and event.preempt is None:
         return _json_encoder.encode(event)
-    packed = _binary_encoder.encode(
-        _SpoolEvent(
-            event.event_id,
-            event.verb,
-            event.profile,
-            event.started_at,
-            event.duration_ms,
-            event.http_status,
-            event.pod_namespace,
-            event.pod_name,
-            event.pod_uid,
-            event.pod_resource_version,
-            event.node_mode,
-            event.error,
-            event.error_path,
-            event.filter,
-            event.prioritize,
-            event.bind,
-            event.preempt,
-            memoryview(event.response),  # type: ignore[arg-type]  # encoded as bytes without a copy
-            event.server,
-        )
-    )
+    values = list(msgspec.structs.astuple(event))
+    values[_RESPONSE] = memoryview(event.response)  # encoded as bytes without a copy
+    packed = _binary_encoder.encode(values)  # an array, as ``_SpoolEvent`` (array-like) reads it back
     return SPOOL_BINARY + compressor(_ZSTD_LEVEL).compress(packed)
 
 
@@ -180,24 +162,6 @@ def decode_event(data: bytes) -> VerbEvent:
     if not data.startswith(SPOOL_BINARY):
         return _json_decoder.decode(data)
     wire = _binary_decoder.decode(decompressor().decompress(memoryview(data)[len(SPOOL_BINARY) :]))
-    return VerbEvent(
-        event_id=wire.event_id,
-        verb=wire.verb,
-        profile=wire.profile,
-        started_at=wire.started_at,
-        duration_ms=wire.duration_ms,
-        http_status=wire.http_status,
-        pod_namespace=wire.pod_namespace,
-        pod_name=wire.pod_name,
-        pod_uid=wire.pod_uid,
-        pod_resource_version=wire.pod_resource_version,
-        node_mode=wire.node_mode,
-        error=wire.error,
-        error_path=wire.error_path,
-        filter=wire.filter,
-        prioritize=wire.prioritize,
-        bind=wire.bind,
-        preempt=wire.preempt,
-        response=msgspec.Raw(wire.response),
-        server=wire.server,
-    )
+    values = list(msgspec.structs.astuple(wire))
+    values[_RESPONSE] = msgspec.Raw(values[_RESPONSE])
+    return VerbEvent(*values)

@@ -11,20 +11,22 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from operator import attrgetter
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 
 from scheduler_core import wire
 from scheduler_core.binding import Binder
+from scheduler_core.candidates import CandidatesMemo
 from scheduler_core.cluster import ClusterView, NodeInfo, PodInfo, knows_all_nodes, node_info, node_lookup, pod_info
 from scheduler_core.engine import FilterDecision, run_filter, run_prioritize
 from scheduler_core.herd import RecentBinds
 from scheduler_core.plugins import CycleContext
-from scheduler_core.plugins.base import TrafficView
+from scheduler_core.plugins.base import TrafficView, shared_column
 from scheduler_core.profiles import Profile
 from scheduler_core.record import BindRecord, FilterRecord, NodeMode, PluginScores, PreemptRecord, VerbEvent
 
@@ -89,6 +91,24 @@ def _fail_unknown(decision: FilterDecision, record: FilterRecord, nodes: Sequenc
         record.details.pop(name, None)
 
 
+def _filter_result(decision: FilterDecision, record: FilterRecord) -> wire.ExtenderFilterResult:
+    """The answer in NodeNames form: the passing names, in input order (as ``decision.passed``)."""
+    return wire.ExtenderFilterResult(
+        nodes=None,
+        node_names=record.passed,
+        failed_nodes=dict(sorted(decision.failed.items())) or None,
+        failed_and_unresolvable_nodes=dict(sorted(decision.unresolvable.items())) or None,
+    )
+
+
+def _encoded_filter_result(decision: FilterDecision, record: FilterRecord) -> bytes:
+    return wire.encode(_filter_result(decision, record))
+
+
+def _not_held(nodes: Sequence[NodeInfo], lookup: Callable[[str], NodeInfo | None]) -> frozenset[str]:
+    return frozenset(node.name for node in nodes if lookup(node.name) is None)
+
+
 def _reads_images(plugins: Iterable[object]) -> bool:
     """Whether any of ``plugins`` reads ``NodeInfo.images`` (declared by ``reads_node_images = True``)."""
     return any(getattr(plugin, "reads_node_images", False) for plugin in plugins)
@@ -114,6 +134,7 @@ class Extender:
         self.clock = clock
         self.inputs = inputs
         """When set, replaces ``traffic`` for the verbs and learns of every successful bind (herd effect)."""
+        self._candidates_memo = CandidatesMemo()
 
     # --- shared plumbing ---------------------------------------------------------------------------
 
@@ -155,13 +176,16 @@ class Extender:
         }
 
     def _candidates(
-        self, args: wire.ExtenderArgs, *, images: bool = True
-    ) -> tuple[NodeMode, list[NodeInfo], list[msgspec.Raw]]:
-        """The candidates as NodeInfo; ``images``: some plugin of the call reads the nodes' images.
+        self, body: bytes, *, images: bool = True
+    ) -> tuple[wire.ExtenderArgs, NodeMode, list[NodeInfo], list[msgspec.Raw], dict[Hashable, Any]]:
+        """The decoded body and its candidates as NodeInfo, with where to keep per-node columns of them.
 
-        Without it a full-Nodes item is decoded only as far as its ``metadata`` (the rest of a 10–20 KB node is
-        skipped unread), which is most of a full-Nodes filter's time at 1000 nodes.
+        ``images``: some plugin of the call reads the nodes' images. Without it a full-Nodes item is decoded only
+        as far as its ``metadata`` (the rest of a 10–20 KB node is skipped unread), which is most of a full-Nodes
+        filter's time at 1000 nodes. A NodeNames list seen before is not decoded or looked up again
+        (:mod:`scheduler_core.candidates`).
         """
+        args, raw_names = wire.decode_extender_args_known_names(body, self._candidates_memo.known)
         if args.nodes is not None:
             raws = args.nodes.items or []
             if images:
@@ -170,25 +194,28 @@ class Extender:
                 metas = [wire.decode_node_meta(raw, i).metadata for i, raw in enumerate(raws)]
                 infos = [NodeInfo(meta.name, meta.labels or {}) for meta in metas]
             wire.check_node_names(list(map(_name, infos)), wire.NODE_ITEM_NAME_PATH)
-            return "nodes", infos, raws
-        names = args.node_names or []
-        found = list(map(node_lookup(self.cluster), names))
-        if len(list(filter(None, found))) != len(found):  # (``None in found`` would call NodeInfo.__eq__ per node)
-            found = [info or NodeInfo(name) for info, name in zip(found, names, strict=True)]
-        return "names", found, []  # type: ignore[return-value]  # no None left
+            return args, "nodes", infos, raws, {}
+        nodes, shared = self._candidates_memo.candidates(raw_names, args.node_names or [], self.cluster)
+        return args, "names", nodes, [], shared
 
-    def _unknown(self, mode: NodeMode, nodes: Sequence[NodeInfo]) -> set[str]:
-        """NodeNames entries a node cache that knows every node does not hold (never in full-Nodes mode)."""
+    def _unknown(self, mode: NodeMode, nodes: Sequence[NodeInfo], shared: dict[Hashable, Any]) -> set[str]:
+        """NodeNames entries a node cache that knows every node does not hold (never in full-Nodes mode).
+
+        Once per candidate list and state of the cache (``nodes`` is looked up again when the state changes).
+        """
         if mode != "names" or not knows_all_nodes(self.cluster):
             return set()
-        lookup = node_lookup(self.cluster)
-        return {n.name for n in nodes if lookup(n.name) is None}
+        unknown = partial(_not_held, nodes, node_lookup(self.cluster))
+        return set(shared_column(shared, "unknown", (nodes,), unknown))
 
-    def _context(self, profile: Profile, pod: PodInfo, now: float) -> CycleContext:
+    def _context(
+        self, profile: Profile, pod: PodInfo, now: float, shared: dict[Hashable, Any] | None = None
+    ) -> CycleContext:
+        shared = {} if shared is None else shared
         if self.inputs is None:
-            return CycleContext(pod=pod, cluster=self.cluster, traffic=self.traffic, now=now)
+            return CycleContext(pod=pod, cluster=self.cluster, traffic=self.traffic, now=now, shared=shared)
         traffic, binds = self.inputs.for_call(profile, now)
-        return CycleContext(pod=pod, cluster=self.cluster, traffic=traffic, now=now, binds=binds)
+        return CycleContext(pod=pod, cluster=self.cluster, traffic=traffic, now=now, binds=binds, shared=shared)
 
     # --- verbs ---------------------------------------------------------------------------------------
 
@@ -197,34 +224,26 @@ class Extender:
         if profile is None:
             return self._unknown_profile("filter", profile_name, started)
         try:
-            args = wire.decode_extender_args(body)
-            mode, nodes, raws = self._candidates(args, images=_reads_images(profile.filters))
+            args, mode, nodes, raws, shared = self._candidates(body, images=_reads_images(profile.filters))
         except wire.WireError as exc:
             return self._refuse("filter", profile_name, started, 400, exc)
         pod = pod_info(args.pod)
-        decision, record = run_filter(profile, self._context(profile, pod, started.at), nodes)
-        if unknown := self._unknown(mode, nodes):
+        decision, record = run_filter(profile, self._context(profile, pod, started.at, shared), nodes)
+        unknown = self._unknown(mode, nodes, shared)
+        if unknown:
             _fail_unknown(decision, record, nodes, unknown)
-        failed = dict(sorted(decision.failed.items())) or None
-        unresolvable = dict(sorted(decision.unresolvable.items())) or None
         if mode == "nodes":
-            result = wire.ExtenderFilterResult(
-                nodes=wire.NodeListOut(items=[raws[i] for i in decision.passed]),
-                node_names=None,
-                failed_nodes=failed,
-                failed_and_unresolvable_nodes=unresolvable,
-            )
+            result = _filter_result(decision, record)
+            result.node_names = None
+            result.nodes = wire.NodeListOut(items=[raws[i] for i in decision.passed])
             answer = wire.encode(result)
             result.nodes = wire.NodeListOut(items=[_echo_marker(nodes[i].name) for i in decision.passed])
             recorded = wire.encode(result)
-        else:
-            result = wire.ExtenderFilterResult(
-                nodes=None,
-                node_names=record.passed,  # the passing names, in input order (as ``decision.passed``)
-                failed_nodes=failed,
-                failed_and_unresolvable_nodes=unresolvable,
-            )
-            answer = recorded = wire.encode(result)
+        elif unknown:
+            answer = recorded = wire.encode(_filter_result(decision, record))
+        else:  # the same verdicts, the same answer: encoded once per outcome
+            encode = partial(_encoded_filter_result, decision, record)
+            answer = recorded = shared_column(shared, ("filter answer", profile_name), (decision.outcome,), encode)
         event = self._event(
             "filter",
             profile_name,
@@ -242,20 +261,22 @@ class Extender:
         if profile is None:
             return self._unknown_profile("prioritize", profile_name, started)
         try:
-            args = wire.decode_extender_args(body)
-            mode, nodes, _ = self._candidates(args, images=_reads_images(s.plugin for s in profile.scorers))
+            scorers = (s.plugin for s in profile.scorers)
+            args, mode, nodes, _, shared = self._candidates(body, images=_reads_images(scorers))
         except wire.WireError as exc:
             return self._refuse("prioritize", profile_name, started, 400, exc)
         pod = pod_info(args.pod)
-        record = run_prioritize(profile, self._context(profile, pod, started.at), nodes)
-        if unknown := self._unknown(mode, nodes):
+        record = run_prioritize(profile, self._context(profile, pod, started.at, shared), nodes)
+        if unknown := self._unknown(mode, nodes, shared):
             for i, name in enumerate(record.nodes):
                 if name in unknown:
                     record.final[i], record.extender[i] = 0.0, 0
             zero = [0.0] * len(nodes)
             notes = dict.fromkeys(sorted(unknown), UNKNOWN_NODE)
             record.plugins.append(PluginScores(name="NodeCache", weight=0, scores=zero, notes=notes, applicable=False))
-        answer = wire.encode_host_priorities(record.nodes, record.extender)
+        names = record.nodes
+        prefixes = shared_column(shared, "host_prefixes", (names,), partial(wire.host_prefixes, names))
+        answer = wire.encode_host_priorities(names, record.extender, prefixes)
         event = self._event(
             "prioritize",
             profile_name,
@@ -334,7 +355,7 @@ class Extender:
         names: Sequence[str] = list(meta)
         nodes = [self.cluster.node(name) or NodeInfo(name) for name in names]
         decision, record = run_filter(profile, self._context(profile, pod, started.at), nodes)
-        if unknown := self._unknown("names", nodes):
+        if unknown := self._unknown("names", nodes, {}):
             _fail_unknown(decision, record, nodes, unknown)
         kept = [nodes[i].name for i in decision.passed]
         answer = wire.encode(wire.ExtenderPreemptionResult(node_name_to_meta_victims={n: meta[n] for n in kept}))

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from operator import add
 from typing import Annotated, TypeVar
 
 import msgspec
@@ -218,10 +217,51 @@ def decode_extender_args(body: bytes) -> ExtenderArgs:
         # Full-Nodes items stay raw until the verb decodes them (as far as its plugins read), so their names
         # are checked there (``NODE_ITEM_NAME_PATH``): a second pass here doubled a 1000-node decode.
     else:
-        check_node_names(args.node_names or [], "$.NodeNames[{}]".format)
+        check_node_names(args.node_names or [], NODE_NAMES_PATH)
     return args
 
 
+class _ArgsWithRawNames(msgspec.Struct, gc=False):
+    pod: Pod = msgspec.field(name="Pod")
+    nodes: RawNodeList | None = msgspec.field(name="Nodes", default=None)
+    node_names: msgspec.Raw = msgspec.field(name="NodeNames", default=msgspec.Raw(b"null"))
+
+
+_raw_names_decoder = msgspec.json.Decoder(_ArgsWithRawNames)
+
+
+def decode_extender_args_known_names(
+    body: bytes, known: Callable[[bytes], list[str] | None]
+) -> tuple[ExtenderArgs, bytes | None]:
+    """:func:`decode_extender_args`, taking a NodeNames list ``known(its JSON bytes)`` has seen decoded and checked.
+
+    Also returns the list's JSON bytes (None in full-Nodes mode or on the plain path), for the caller to
+    remember the decoded names by. Anything unusual (a decoding error, both or neither of Nodes and
+    NodeNames) takes the plain path, so errors read exactly as :func:`decode_extender_args` words them.
+    """
+    try:
+        partial = _raw_names_decoder.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
+        return decode_extender_args(body), None
+    raw = bytes(partial.node_names)
+    if raw == b"null":
+        if partial.nodes is None or partial.nodes.items is None:
+            return decode_extender_args(body), None  # refused, in its words
+        return ExtenderArgs(pod=partial.pod, nodes=partial.nodes, node_names=None), None
+    if partial.nodes is not None:
+        return decode_extender_args(body), None  # both set: refused, in its words
+    names = known(raw)
+    if names is None:  # the names alone, not the whole body again; anything odd is refused in its words
+        try:
+            names = _names_decoder.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
+            return decode_extender_args(body), None
+        check_node_names(names, NODE_NAMES_PATH)
+    return ExtenderArgs(pod=partial.pod, nodes=None, node_names=names), raw
+
+
+NODE_NAMES_PATH = "$.NodeNames[{}]".format
+_names_decoder = msgspec.json.Decoder(list[str])
 NODE_ITEM_NAME_PATH = "$.Nodes.items[{}].metadata.name".format
 
 
@@ -291,23 +331,39 @@ def encode(value: object) -> bytes:
 
 _HOST_PREFIXES: dict[str, bytes] = {}
 """Host name → ``{"Host":"<name>","Score":`` as ``encode`` writes it; nodes are few and long-lived."""
-_SCORE_ENDS = {score: b"%d}" % score for score in range(MAX_EXTENDER_PRIORITY + 1)}
+_SCORE_ENDS = {score: b"%d}," % score for score in range(MAX_EXTENDER_PRIORITY + 1)}
+"""A host's score and its object's end, then the separator: the last one's comma becomes the list's end."""
 
 
-def encode_host_priorities(hosts: Sequence[str], scores: Sequence[int]) -> bytes:
-    """``encode([HostPriority(h, s), ...])`` byte for byte, without one object per node.
-
-    Each host's JSON prefix is encoded once per process and the 0..10 scores are looked up, so the answer of a
-    5000-node prioritize is a join instead of 5000 objects encoded.
-    """
+def host_prefixes(hosts: Sequence[str]) -> list[bytes]:
+    """Each host's ``{"Host":…,"Score":`` as JSON, encoded once per process (keep them for a repeated list)."""
     prefixes: list[bytes | None] = list(map(_HOST_PREFIXES.get, hosts))
     if None in prefixes:  # new names: the first answer that names them pays (another thread may clear the cache)
         prefixes = [_host_prefix(h) if p is None else p for h, p in zip(hosts, prefixes, strict=True)]
+    return prefixes  # type: ignore[return-value]  # no None left
+
+
+def encode_host_priorities(hosts: Sequence[str], scores: Sequence[int], prefixes: Sequence[bytes] = ()) -> bytes:
+    """``encode([HostPriority(h, s), ...])`` byte for byte (int scores), without one object per node.
+
+    The verbs answer with it, and the stored-body format (``dashboard.packing``) derives answers with it.
+    ``prefixes``: :func:`host_prefixes` of ``hosts``, if the caller kept them. The 0..10 scores are looked up, so
+    the answer of a 5000-node prioritize is one join of interleaved parts instead of 5000 objects encoded.
+    """
+    if not hosts:
+        return encode([HostPriority(host=h, score=s) for h, s in zip(hosts, scores, strict=True)])
     try:
         ends = list(map(_SCORE_ENDS.__getitem__, scores))
     except (KeyError, TypeError):  # not an extender score: let the encoder write (or refuse) it
         return encode([HostPriority(host=h, score=s) for h, s in zip(hosts, scores, strict=True)])
-    return b"[" + b",".join(map(add, prefixes, ends)) + b"]"
+    prefixes = prefixes or host_prefixes(hosts)
+    if not len(ends) == len(prefixes) == len(hosts):
+        raise ValueError(f"{len(hosts)} hosts, {len(prefixes)} prefixes but {len(ends)} scores")
+    parts: list[bytes] = [b"["] * (2 * len(prefixes) + 1)
+    parts[1::2] = prefixes
+    parts[2::2] = ends
+    parts[-1] = ends[-1][:-1] + b"]"
+    return b"".join(parts)
 
 
 def _host_prefix(host: str) -> bytes:

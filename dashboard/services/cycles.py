@@ -34,6 +34,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from dashboard.models import NodeMode, NodePosting, Outcome, SchedulingCycle, VerbCall
 from dashboard.packing import FilterFacts, NulInRecordError, body_encode_with_facts, filter_facts, pack, stored_form
 from dashboard.services.audit import CONTENT_FIELDS, NodeCounts, audit_chain_open, call_content, copy_upsert
+from dashboard.services.spool_read_ahead import SpoolReadAhead
 from dashboard.services.storable import event_storable
 from dashboard.spool import Spool, SpoolRow
 from scheduler_core.record import FilterRecord, VerbEvent, decode_event
@@ -769,7 +770,7 @@ def _unconfirmed(event: VerbEvent) -> VerbEvent:
     return msgspec.structs.replace(event, error=error)
 
 
-def _settled(spool: Spool, rows: list[SpoolRow], grace_seconds: float) -> list[tuple[SpoolRow, _Prepared | None]]:
+def _settled(rows: list[SpoolRow], grace_seconds: float) -> list[tuple[SpoolRow, _Prepared | None]]:
     """The leading rows ready for the database, prepared: stops at a row whose answer is still being written."""
     ready: list[tuple[SpoolRow, _Prepared | None]] = []
     now = time.time()
@@ -826,23 +827,19 @@ def spool_ingest(
     Deleting from the spool only after the database commit means a crash in between re-ingests the batch,
     which the unique ``event_id`` makes harmless. A record whose answer was not confirmed written within
     ``confirm_grace_seconds`` (``SCHEDLENS_ANSWER_CONFIRM_SECONDS``) is stored as a failed call (see
-    ``dashboard.spool``). Returns how many records left the spool.
+    ``dashboard.spool``). Returns how many records left the spool. The next batch is prepared while one is
+    written (``dashboard.services.spool_read_ahead``).
     """
     grace = settings.SCHEDLENS_ANSWER_CONFIRM_SECONDS if confirm_grace_seconds is None else confirm_grace_seconds
     moved = 0
     with spool.ingest_lease() as leased:
         if not leased:
             return 0
-        batches = 0
-        while max_batches is None or batches < max_batches:
-            rows = spool.read_rows(batch_size)
-            ready = _settled(spool, rows, grace)
-            if not ready:
-                break
-            _ingest_rows(spool, ready)
-            spool.delete_through(ready[-1][0].id)
-            moved += len(ready)
-            batches += 1
-            if len(ready) < len(rows):
-                break  # held back behind an answer still being written
+        with SpoolReadAhead(
+            spool, batch_size=batch_size, max_batches=max_batches, settle=lambda rows: _settled(rows, grace)
+        ) as batches:
+            for ready in batches:
+                _ingest_rows(spool, ready)
+                spool.delete_through(ready[-1][0].id)
+                moved += len(ready)
     return moved

@@ -40,14 +40,13 @@ class RedisBindLog:
         pipe.zrangebyscore(self.key, now - self.horizon_seconds, "+inf", withscores=True)
 
     def parse(self, rows: Iterable[tuple[Any, float]]) -> RecentBinds:
-        grouped: dict[str, list[float]] = {}
-        for member, score in rows:
+        nodes: list[str] = []
+        times: list[float] = []
+        for member, score in rows:  # oldest first (ZRANGEBYSCORE)
             text = member.decode() if isinstance(member, bytes) else str(member)
-            node, _, _ = text.partition(SEPARATOR)
-            grouped.setdefault(node, []).append(float(score))
-        return RecentBinds(
-            {node: tuple(times) for node, times in grouped.items()}, default_decay_seconds=self.default_decay_seconds
-        )
+            nodes.append(text.partition(SEPARATOR)[0])
+            times.append(float(score))
+        return RecentBinds(tuple(nodes), tuple(times), default_decay_seconds=self.default_decay_seconds)
 
     def recent_binds(self, now: float) -> RecentBinds:
         pipe = self.client.pipeline(transaction=False)

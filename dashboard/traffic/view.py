@@ -143,6 +143,8 @@ class RedisTrafficView:
         self.last_error = ""
         self._skip_until = 0.0
         self._plans: dict[str, tuple[tuple[TrafficQuery, ...], list[str]]] = {}
+        self._decoded: dict[TrafficQuery, tuple[bytes, TrafficSnapshot]] = {}
+        """Per query, the last snapshot bytes read from Redis and what they decoded to."""
         self._lock = threading.Lock()
 
     # --- CycleInputs -------------------------------------------------------------------------------------
@@ -198,11 +200,19 @@ class RedisTrafficView:
     def _decode(self, query: TrafficQuery, raw: Any) -> TrafficSnapshot | None:
         if raw is None:
             return None
+        data = raw if isinstance(raw, bytes) else str(raw).encode()
+        # The same snapshot is read by every call until the next refresh: decoded once (a 5000-node snapshot is
+        # ~150 KiB), and the same object each time, so per-node columns of it are kept with the candidate list.
+        last = self._decoded.get(query)
+        if last is not None and last[0] == data:
+            return last[1]
         try:
-            return decode_snapshot(raw if isinstance(raw, bytes) else str(raw).encode(), query)
+            snapshot = decode_snapshot(data, query)
         except msgspec.DecodeError as exc:  # ValidationError is a subclass
             log.warning("undecodable traffic snapshot for %s: %s", query, exc)
             return None
+        self._decoded[query] = (data, snapshot)
+        return snapshot
 
     def _remember(self, snapshot: TrafficSnapshot) -> None:
         with self._lock:

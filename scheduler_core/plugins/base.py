@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol, overload
+from operator import attrgetter, is_
+from typing import Any, ClassVar, Protocol, TypeVar, overload
 
 import msgspec
 
@@ -65,7 +66,7 @@ class ScoreColumns(Sequence[NodeScore]):
         values: list[float],
         raws: Sequence[float | None] | None = None,
         details: Sequence[str] | None = None,
-        herd_bytes: Mapping[int, float] | None = None,
+        herd_bytes: Sequence[float] = (),
     ) -> None:
         self.values = values
         """0..100 per node."""
@@ -73,8 +74,8 @@ class ScoreColumns(Sequence[NodeScore]):
         """The plugin's raw input per node; None: no node has one."""
         self.details = details
         """Why a node scored what it did, per node; None: no node needs a word."""
-        self.herd_bytes = herd_bytes or {}
-        """Node index → bytes assumed for its recent binds (sparse: few nodes have any)."""
+        self.herd_bytes = herd_bytes
+        """Bytes assumed per node for its recent binds; empty: no node has any."""
 
     def __len__(self) -> int:
         return len(self.values)
@@ -93,7 +94,7 @@ class ScoreColumns(Sequence[NodeScore]):
             self.values[i],
             self.raws[i] if self.raws is not None else None,
             self.details[i] if self.details is not None else "",
-            self.herd_bytes.get(i, 0.0),
+            self.herd_bytes[i] if self.herd_bytes else 0.0,
         )
 
 
@@ -122,6 +123,48 @@ class CycleContext:
     now: float = field(default_factory=time.time)
     binds: RecentBinds = NO_BINDS
     """Recent binds per node, read once per verb call, for the herd-effect estimate."""
+    shared: dict[Hashable, Any] = field(default_factory=dict)
+    """Per-node columns that depend only on the candidates' names (each node's traffic in a snapshot), made once
+    and never mutated: shared by this call's plugins, and by later calls with the same candidate list."""
+
+
+_T = TypeVar("_T")
+
+
+SHARED_COLUMNS = 32
+"""Columns kept per candidate list; more (many distinct images or resource sets) start its store over."""
+
+
+def shared_column(
+    shared: dict[Hashable, Any], key: Hashable, sources: tuple[object, ...], make: Callable[[], _T]
+) -> _T:
+    """``make()``, kept in ``shared`` (a :attr:`CycleContext.shared`) under ``key`` while asked for with the very
+    same ``sources``.
+
+    ``sources`` are what the column is a function of (the candidate list, a snapshot, a memoized table), compared
+    by identity and held, so an id is never reused while the column is kept. Columns are shared: never mutated.
+    """
+    found = shared.get(key)
+    if found is not None:
+        held, value = found
+        if len(held) == len(sources) and all(map(is_, held, sources)):
+            return value  # type: ignore[no-any-return]
+    value = make()
+    if len(shared) >= SHARED_COLUMNS and key not in shared:
+        shared.clear()
+    shared[key] = (sources, value)
+    return value
+
+
+def candidate_names(ctx: CycleContext, nodes: Sequence[NodeInfo]) -> list[str]:
+    """The candidates' names, in order: once per candidate list (shared with the records: never mutated)."""
+    return shared_column(ctx.shared, "names", (nodes,), lambda: list(map(attrgetter("name"), nodes)))
+
+
+def candidate_positions(ctx: CycleContext, nodes: Sequence[NodeInfo]) -> dict[str, int]:
+    """Each candidate's position by name: once per candidate list, to visit only the few nodes a map names."""
+    names = candidate_names(ctx, nodes)
+    return shared_column(ctx.shared, "positions", (nodes,), lambda: dict(zip(names, range(len(names)), strict=True)))
 
 
 class FilterPlugin(Protocol):

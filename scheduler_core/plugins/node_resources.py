@@ -9,7 +9,15 @@ from operator import attrgetter
 from typing import ClassVar
 
 from scheduler_core.cluster import NodeInfo, NodeResourcesSpec, resources_lookup, resources_table
-from scheduler_core.plugins.base import PASS, CycleContext, PluginArgs, ScoreColumns, ScoreResult, Verdict
+from scheduler_core.plugins.base import (
+    PASS,
+    CycleContext,
+    PluginArgs,
+    ScoreColumns,
+    ScoreResult,
+    Verdict,
+    shared_column,
+)
 
 
 class NodeResourceFitByCRArgs(PluginArgs):
@@ -38,8 +46,13 @@ class NodeResourceFitByCR:
         wanted = tuple(sorted(ctx.pod.extended_resources))
         names = map(_name, nodes)
         table = resources_table(ctx.cluster, ("filter", wanted), partial(_verdicts, wanted))
-        if table is not None:  # one dict lookup per node, in C
-            return list(map(table.get, names, repeat(NO_CR)))
+        if table is not None:  # one dict lookup per node, in C; once per candidate list and table
+            found = table
+
+            def verdicts() -> list[Verdict]:
+                return list(map(found.get, names, repeat(NO_CR)))
+
+            return shared_column(ctx.shared, (self.name, "filter", wanted), (table, nodes), verdicts)
         specs = map(resources_lookup(ctx.cluster), names)
         cache: dict[tuple[str, ...], Verdict] = {}
         return [NO_CR if spec is None else _verdict(wanted, spec, cache) for spec in specs]
@@ -50,18 +63,28 @@ class NodeResourceFitByCR:
         if not wanted:
             note = "pod requests no extended resource"
             return ScoreResult(ScoreColumns([0.0] * count, None, [note] * count), applicable=False, note=note)
-        names = list(map(_name, nodes))
         tables = resources_table(ctx.cluster, ("score", wanted), partial(_means, wanted))
         if tables is None:
             lookup = resources_lookup(ctx.cluster)
-            tables = _means(wanted, {name: spec for name in names if (spec := lookup(name)) is not None})
-        means, clamped = tables
-        raws: list[float | None] = list(map(means.get, names))
-        values = list(map(clamped.get, names, repeat(0.0)))
-        details = None
-        if None in raws:
-            details = [NO_CR.reason if raw is None else "" for raw in raws]
-        return ScoreResult(ScoreColumns(values, raws, details))
+            names = list(map(_name, nodes))
+            return _scores(names, _means(wanted, {name: spec for name in names if (spec := lookup(name)) is not None}))
+        memoized = tables  # once per candidate list and table
+        return shared_column(
+            ctx.shared,
+            (self.name, "score", wanted),
+            (tables, nodes),
+            lambda: _scores(list(map(_name, nodes)), memoized),
+        )
+
+
+def _scores(names: list[str], tables: tuple[dict[str, float], dict[str, float]]) -> ScoreResult:
+    means, clamped = tables
+    raws: list[float | None] = list(map(means.get, names))
+    values = list(map(clamped.get, names, repeat(0.0)))
+    details = None
+    if None in raws:
+        details = [NO_CR.reason if raw is None else "" for raw in raws]
+    return ScoreResult(ScoreColumns(values, raws, details))
 
 
 def _verdict(wanted: tuple[str, ...], spec: NodeResourcesSpec, cache: dict[tuple[str, ...], Verdict]) -> Verdict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 
 from scheduler_core.binding import BindOutcome, SimulatedBinder
@@ -73,6 +74,12 @@ def bind(ext: Extender, node: str, uid: str) -> None:
 # --- the estimate itself ----------------------------------------------------------------------------------
 
 
+def one_node(herd: HerdEstimator, bind_times: list[float], now: float) -> float:
+    """The extra bytes of one node bound at ``bind_times``."""
+    positions = np.zeros(len(bind_times), dtype=np.intp)
+    return float(herd.extra_bytes_at(positions, np.array(bind_times, dtype=np.float64), now, 1)[0])
+
+
 @pytest.mark.parametrize(
     ("ages", "expected"),
     [
@@ -88,14 +95,14 @@ def bind(ext: Extender, node: str, uid: str) -> None:
 def test_each_bind_adds_the_assumed_bytes_decaying_linearly_to_zero(ages: list[float], expected: float) -> None:
     herd = HerdEstimator(bytes_per_pod=10 * MB, decay_seconds=15.0)
     now = 1_000.0
-    assert herd.extra_bytes([now - age for age in ages], now) == pytest.approx(expected * 10 * MB)
+    assert one_node(herd, [now - age for age in ages], now) == pytest.approx(expected * 10 * MB)
 
 
 @pytest.mark.parametrize(("per_pod", "decay"), [(0.0, 15.0), (10 * MB, 0.0)])
 def test_zero_bytes_or_zero_decay_turns_the_estimate_off(per_pod: float, decay: float) -> None:
     herd = HerdEstimator(per_pod, decay)
     assert not herd.enabled
-    assert herd.extra_bytes([100.0], 100.0) == 0.0
+    assert one_node(herd, [100.0], 100.0) == 0.0
 
 
 def test_the_bind_log_counts_a_pod_once_and_forgets_binds_past_its_horizon() -> None:
@@ -263,3 +270,23 @@ def test_missing_policy_accepts_only_neutral_or_fail() -> None:
 
 def test_no_binds_is_the_default_context() -> None:
     assert NO_BINDS.by_node == {}
+
+
+def test_the_vectorized_estimate_is_the_per_node_sum_to_the_last_bit() -> None:
+    import random
+
+    rng = random.Random(11)
+    herd = HerdEstimator(bytes_per_pod=rng.uniform(1e6, 5e8), decay_seconds=15.0)
+    now = 1_000_000.0
+    # Some stamped in the future (another replica's clock), some decayed.
+    binds = [(rng.randrange(50), now - rng.uniform(-1.0, 20.0)) for _ in range(2000)]
+
+    column = herd.extra_bytes_at(
+        np.array([p for p, _ in binds], dtype=np.intp), np.array([t for _, t in binds]), now, 60
+    ).tolist()
+
+    for position in range(60):
+        times = [t for p, t in binds if p == position]
+        # The estimate as a loop per node would add it up: linear decay, clamped at 0 and at 1.
+        expected = sum(herd.bytes_per_pod * max(0.0, 1.0 - max(0.0, now - t) / herd.decay_seconds) for t in times)
+        assert column[position] == expected

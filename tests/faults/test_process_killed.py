@@ -1,7 +1,7 @@
 """schedlens SIGKILLed between recording a call and answering it.
 
 The record is spooled before the answer is written, so it survives the kill; but kube-scheduler never got that
-answer. The answer is confirmed in the spool once written (``dashboard/extender/views.py``); after the restart the
+answer. The answer is confirmed in the spool once written (``dashboard/extender/calls.py``); after the restart the
 ingester stores the unconfirmed call as failed, and the cycle as an error.
 
 To kill the process at exactly that point without a test hook, the answer is made far larger than the socket

@@ -94,7 +94,7 @@ def spooled_uids(runtime) -> list[str]:
 def test_a_full_spool_disk_fails_the_call_with_503_and_logs_the_whole_record(client, runtime, spool_disk, caplog):
     assert client.post("/extender/default/filter", body("before"), content_type=JSON).status_code == 200
     alarms = failures("fail")
-    with full(spool_disk), caplog.at_level(logging.ERROR, logger="dashboard.extender.views"):
+    with full(spool_disk), caplog.at_level(logging.ERROR, logger="dashboard.extender.calls"):
         response = client.post("/extender/default/filter", body("while-full"), content_type=JSON)
 
         assert response.status_code == 503
@@ -113,7 +113,7 @@ def test_with_the_answer_policy_the_call_is_answered_and_the_alarm_raised(
 ):
     settings.SCHEDLENS_SPOOL_FAILURE = "answer"
     alarms = failures("answer")
-    with full(spool_disk), caplog.at_level(logging.ERROR, logger="dashboard.extender.views"):
+    with full(spool_disk), caplog.at_level(logging.ERROR, logger="dashboard.extender.calls"):
         response = client.post("/extender/default/filter", body("while-full"), content_type=JSON)
 
         assert response.status_code == 200

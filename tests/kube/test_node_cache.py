@@ -297,3 +297,25 @@ def test_the_resource_filter_follows_node_resources_changes_through_its_memoized
     assert cluster.wait_for(lambda: reasons()[1] == "", WAIT)
     api.delete_node_resources("node-1")
     assert cluster.wait_for(lambda: reasons()[0] == "no NodeResources object for node", WAIT)
+
+
+def test_a_node_s_new_images_count_in_the_next_call_with_the_same_node_names(
+    api: FakeKubeAPI, cluster: KubernetesCluster
+) -> None:
+    """Candidate lists are remembered by their bytes; a watch event still reaches the next call's NodeInfo."""
+    started(cluster)
+    profiles = load_profiles("profiles:\n- name: default\n  plugins:\n    score: {enabled: [{name: ImageLocality}]}\n")
+    extender = Extender(profiles, cluster=cluster, traffic=traffic_store({}), binder=SimulatedBinder())
+    pod = {"metadata": {"name": "web-1", "uid": "uid-1"}, "spec": {"containers": [{"image": "nginx:1.25.4"}]}}
+    body = msgspec.json.encode({"Pod": pod, "Nodes": None, "NodeNames": ["node-1", "node-2"]})
+
+    def scores() -> list[int]:
+        return [host["Score"] for host in json.loads(extender.prioritize("default", body).body)]
+
+    with_image, without = scores()
+    assert with_image > without, "only node-1 holds the image"
+    assert scores() == [with_image, without]
+
+    api.put_node("node-2", images=[["docker.io/library/nginx:1.25.4", "nginx:1.25.4"]])
+    assert cluster.wait_for(lambda: bool((n := cluster.node("node-2")) and n.images), WAIT)
+    assert scores() == [with_image, with_image]

@@ -211,6 +211,26 @@ def test_nul_anywhere_in_a_binary_spooled_record_is_stored_visible(tmp_path):
 
 
 @pytest.mark.django_db
+def test_a_backlog_ingested_in_many_small_batches_reads_back_exactly_and_chains(tmp_path):
+    # Each batch is prepared while the one before is written: every record lands once, and reads back exactly.
+    extender, cluster = demo_extender(30)
+    rng = random.Random(8)
+    events = [e for n in range(9) for e in cycle_events(extender, cluster, rng, profile="default", mode="names")]
+    spool = Spool(tmp_path)
+    for event in events:
+        spool.append(encode_event(event))
+    assert spool_ingest(spool=spool, batch_size=2, confirm_grace_seconds=0) == len(events)
+    assert spool.depth() == 0
+    stored = {call.event_id: call for call in VerbCall.objects.all()}
+    assert sorted(stored) == sorted(e.event_id for e in events)
+    for event in events:
+        assert stored[event.event_id].record == _record_of(event)
+        assert stored[event.event_id].response == msgspec.json.decode(event.response)
+    assert SchedulingCycle.objects.count() == 9
+    assert audit_chain_verify().ok
+
+
+@pytest.mark.django_db
 def test_over_long_node_names_are_cut_alike_in_filter_and_prioritize():
     long = "n" * 300
     extender = Extender(

@@ -45,7 +45,7 @@ def test_round4_keeps_values_it_cannot_scale():
 
 
 def test_score_columns_index_like_a_list_of_node_scores():
-    columns = ScoreColumns([1.0, 2.0, 3.0], [10.0, None, 30.0], ["", "no series", ""], {2: 5.0})
+    columns = ScoreColumns([1.0, 2.0, 3.0], [10.0, None, 30.0], ["", "no series", ""], [0.0, 0.0, 5.0])
     assert columns[1] == NodeScore(2.0, None, "no series")
     assert columns[-1] == NodeScore(3.0, 30.0, "", 5.0)
     assert columns[0:2] == [NodeScore(1.0, 10.0, ""), NodeScore(2.0, None, "no series")]
@@ -78,6 +78,34 @@ def test_host_priorities_are_encoded_like_the_host_priority_structs(hosts):
     expected = wire.encode([wire.HostPriority(host=h, score=s) for h, s in zip(hosts, scores, strict=True)])
     assert wire.encode_host_priorities(hosts, scores) == expected
     assert wire.encode_host_priorities(hosts, scores) == expected  # the second time from the cached prefixes
+
+
+@pytest.mark.parametrize(
+    ("hosts", "scores"),
+    [
+        ([f"node-{i:04d}" for i in range(1000)], [i % 11 for i in range(1000)]),
+        (["", "", "x"], [1, 2, 3]),
+        (["ünïcode", "\u2028\u2029", "日本"], [0, 1, 2]),
+        (['quote"d', "back\\slash", "nul\x00", "tab\t", 'a","b'], [0, 1, 2, 3, 4]),
+        (["a", "b"], [11, 3]),  # not an extender score
+        (["a", "b"], [-1, 3]),
+        (["a", "b", "c"], [1, 2]),  # lengths differ (never from the verbs)
+        (["a", "b"], [1, 2, 3]),
+    ],
+)
+def test_host_priorities_refuse_or_encode_whatever_they_get_like_the_structs(hosts, scores):
+    """The stored-body derivation (``dashboard.packing``) relies on this encoder too, on decoded records."""
+
+    def outcome(encode):
+        try:
+            return encode()
+        except ValueError as exc:
+            return type(exc)
+
+    structs = outcome(
+        lambda: wire.encode([wire.HostPriority(host=h, score=s) for h, s in zip(hosts, scores, strict=True)])
+    )
+    assert outcome(lambda: wire.encode_host_priorities(hosts, scores)) == structs
 
 
 class _PlainView:

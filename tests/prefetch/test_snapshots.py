@@ -273,3 +273,24 @@ def test_the_inline_fallback_asks_prometheus_on_the_verb_only_when_no_usable_sna
     assert snapshot.error == "fetched inline on the verb (no fresh snapshot)"
     assert len(asked) == 2, "once per query (eth0, lo), not again on the next call"
     assert again.latest(eth0).bytes_by_node == snapshot.bytes_by_node, "the next call uses what was fetched"
+
+
+def test_an_unchanged_snapshot_is_decoded_once_and_the_next_refresh_is_read(
+    snapshot_store: SnapshotStore, redis_client: redis.Redis, redis_prefix: str
+) -> None:
+    from tests.conftest import traffic_store
+
+    query = TrafficQuery()
+    profile = load_profiles(None)["default"]
+    view = RedisTrafficView(redis_client, Keys(redis_prefix), refresh_seconds=15.0, herd_horizon_seconds=15.0)
+    snapshot_store.save(traffic_store({"node-a": 1.0e6}, query=query).latest(query))
+
+    first = view.for_call(profile, time.time())[0].latest(query)
+    second = view.for_call(profile, time.time())[0].latest(query)
+    assert first is not None
+    assert second is first, "the same bytes in Redis: the same snapshot, not decoded again"
+
+    snapshot_store.save(traffic_store({"node-a": 3.0e6}, query=query).latest(query))
+    refreshed = view.for_call(profile, time.time())[0].latest(query)
+    assert refreshed is not None
+    assert dict(refreshed.bytes_by_node) == {"node-a": 3.0e6}
