@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,6 +19,16 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("SCHEDLENS_SHARED_DIR", REPO.parent / "shared"))
 CAPTURES = SHARED / "fixtures" / "kube-scheduler-v1.28.7"
 EXAMPLES = SHARED / "fixtures" / "extender-examples"
+
+
+EXIT_DEADLINE_SECONDS = 300
+"""After the last test: time for the process to exit before every thread's stack is printed and it is ended."""
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # A thread or child process that never ends would keep the run alive until CI kills it, silently: name it
+    # instead (and fail, exit status 1), whatever the tests' outcome.
+    faulthandler.dump_traceback_later(EXIT_DEADLINE_SECONDS, exit=True, file=sys.__stderr__)
 
 
 def traffic_store(

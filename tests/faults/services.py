@@ -10,6 +10,7 @@ import contextlib
 import os
 import signal
 import socket
+import sqlite3
 import ssl
 import subprocess
 import sys
@@ -18,9 +19,12 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import redis
+
+if TYPE_CHECKING:
+    from dashboard.spool import Spool
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -43,6 +47,23 @@ def wait_for(predicate: Callable[[], T | None], *, what: str, timeout: float = 2
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
         time.sleep(interval)  # poll interval, bounded by the deadline above
+
+
+class SpoolIds(NamedTuple):
+    oldest: int
+    """The oldest record's id; above every id so far when the spool is empty."""
+    newest: int
+    """The id of the newest record ever appended (0 before the first)."""
+
+
+def spool_ids(spool: Spool) -> SpoolIds:
+    """Where the spool stands, read from its file: record ids only ever grow (AUTOINCREMENT)."""
+    with contextlib.closing(sqlite3.connect(f"file:{spool.path}?mode=ro", uri=True, timeout=10)) as conn:
+        oldest, newest = conn.execute(
+            "SELECT (SELECT min(id) FROM events), (SELECT seq FROM sqlite_sequence WHERE name = 'events')"
+        ).fetchone()
+    newest = int(newest or 0)
+    return SpoolIds(newest + 1 if oldest is None else int(oldest), newest)
 
 
 def database_url(db: Mapping[str, object], *, port: int | None = None) -> str:

@@ -91,11 +91,14 @@ def test_the_wal_starts_over_while_appends_and_ingest_never_pause(tmp_path: Path
     monkeypatch.setattr(spool_module, "WAL_RESTART_FRAMES", 256)  # 1 MiB instead of 64 MiB: the same logic, smaller
     directory = str(tmp_path / "spool")
     spool = Spool(directory)
-    context = multiprocessing.get_context("fork")
+    # Spawned, not forked: a fork copies whatever lock another thread of the test process held at that instant
+    # (SQLite's, from an earlier test's spool threads), and a child stuck on one never exits.
+    context = multiprocessing.get_context("spawn")
     stop = context.Event()
     count, size = 1500, 16_384
-    writers = [context.Process(target=_append_paced, args=(directory, count, size)) for _ in range(2)]
-    ingester = context.Process(target=_ingest_steadily, args=(directory, stop))
+    # Daemonic: a child still running when the test is done is terminated, never waited for at exit.
+    writers = [context.Process(target=_append_paced, args=(directory, count, size), daemon=True) for _ in range(2)]
+    ingester = context.Process(target=_ingest_steadily, args=(directory, stop), daemon=True)
     for process in [*writers, ingester]:
         process.start()
     wal = tmp_path / "spool" / "spool.sqlite3-wal"
@@ -109,8 +112,11 @@ def test_the_wal_starts_over_while_appends_and_ingest_never_pause(tmp_path: Path
         stop.set()
         for process in [*writers, ingester]:
             process.join(timeout=30)
+            if process.is_alive():
+                process.kill()
+                process.join()
     written = 2 * count * size  # 48 MiB through the WAL
-    assert [writer.exitcode for writer in writers] == [0, 0]
+    assert [process.exitcode for process in [*writers, ingester]] == [0, 0, 0]
     # Without the RESTART the WAL outgrows everything written (174 MB for these 48 MB); with it, it starts over
     # whenever the readers let it, which on 2 loaded cores can be seconds apart: so less than written, not a fraction.
     assert largest < written, f"the WAL reached {largest} bytes for {written} written"
