@@ -41,7 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from itertools import compress, filterfalse, repeat
 from math import isfinite
-from operator import is_not, not_
+from operator import countOf, is_not, not_
 from typing import Any
 
 import msgspec
@@ -173,21 +173,25 @@ def column_encode(values: Sequence[float | None]) -> Column:
     its shortest decimal text (msgspec writes each float so that it reads back identical, and keeps ``None`` and
     ints as they are): scores rounded to 4 decimals are ~3 bytes each once compressed, few distinct values less.
     """
+    maybe_none = False
     try:
         total = sum(values)  # type: ignore[arg-type]
     except TypeError:  # None among them (a node without a metric), or not numbers
+        maybe_none = True
         total = sum(filter(_no_none, values))  # type: ignore[arg-type]
     if not isfinite(total):
         return Column(GENERIC, values=list(values))  # NaN or infinities (never from the engine): kept as they are
     sample = [v for v in values[:64] if v is not None]
     if sample and all(type(v) is float and v.is_integer() and abs(v) >= 1e6 for v in sample):
-        nones = [i for i, v in enumerate(values) if v is None] if None in values else []
+        # The sum went through: no None (comparing every value with None costs as much as the rest together).
+        nones = [i for i, v in enumerate(values) if v is None] if maybe_none else []
         floats = list(filter(_no_none, values)) if nones else values
         try:
             raw = array("d", floats).tobytes()  # type: ignore[arg-type]
         except TypeError:
             return Column(GENERIC, values=list(values))
-        if not (_NEGATIVE_ZERO in raw or set(map(type, floats)) - {float}):
+        # Every value a float, not an int or bool the array would have taken as one (it would read back a float).
+        if not (_NEGATIVE_ZERO in raw or countOf(map(type, floats), float) != len(floats)):
             return Column(F64_SHUFFLED, _shuffle(raw, 8), nones=nones)
     return Column(TEXT, _json.encode(values))
 

@@ -338,7 +338,7 @@ _SCORE_ENDS = {score: b"%d}," % score for score in range(MAX_EXTENDER_PRIORITY +
 def host_prefixes(hosts: Sequence[str]) -> list[bytes]:
     """Each host's ``{"Host":…,"Score":`` as JSON, encoded once per process (keep them for a repeated list)."""
     prefixes: list[bytes | None] = list(map(_HOST_PREFIXES.get, hosts))
-    if None in prefixes:  # new names: the first answer that names them pays (another thread may clear the cache)
+    if not all(prefixes):  # a None, for new names: the first answer naming them pays (another thread may clear)
         prefixes = [_host_prefix(h) if p is None else p for h, p in zip(hosts, prefixes, strict=True)]
     return prefixes  # type: ignore[return-value]  # no None left
 

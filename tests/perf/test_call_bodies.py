@@ -136,6 +136,10 @@ def test_a_preempt_record_reads_back_exactly():
         [math.nan, 1.0],
         [math.inf, -math.inf],
         [1e300, 5e-324, -2.5],
+        # Byte counts with, past the first 64 looked at, an int or a bool (either would read back as a float).
+        [4.0e9 + i for i in range(70)] + [5_000_000_000],
+        [4.0e9 + i for i in range(70)] + [True],
+        [4.0e9 + i for i in range(70)] + [None, 6.0e9],
     ],
 )
 def test_a_column_reads_back_exactly(values):
