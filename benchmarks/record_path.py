@@ -195,7 +195,7 @@ def run(cycles: int, size_cycles: int, database_url: str | None = None) -> Recor
     from django.db import connection
 
     from dashboard import packing
-    from dashboard.services import cycles as cycles_service
+    from dashboard.services import ingest_prepare
     from dashboard.services.cycles import spool_ingest
     from dashboard.spool import Spool
 
@@ -216,12 +216,12 @@ def run(cycles: int, size_cycles: int, database_url: str | None = None) -> Recor
     # Bytes as stored before packing (plain jsonb, TOAST's pglz, no binary body), on a small sample.
     minimum = packing.MIN_PACKED_BYTES
     packing.MIN_PACKED_BYTES = 1 << 62
-    cycles_service.STORE_BODIES = False
+    ingest_prepare.STORE_BODIES = False
     backlog(cycle_templates, size_cycles, workdir / "plain")
     spool_ingest(spool=Spool(workdir / "plain"), confirm_grace_seconds=0)
     plain = stored_sizes(size_cycles)
     packing.MIN_PACKED_BYTES = minimum
-    cycles_service.STORE_BODIES = True
+    ingest_prepare.STORE_BODIES = True
     truncate()
 
     appends, spool_bytes = backlog(cycle_templates, cycles, workdir / "spool")

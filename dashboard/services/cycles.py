@@ -5,39 +5,32 @@ are correlated here, through the database, never through a process's memory: a `
 for the pod's UID; ``prioritize``, ``bind`` and ``preempt`` join the newest cycle of that UID that lacks
 them. A call that arrives before its ``filter`` opens a cycle the ``filter`` later joins.
 
-Each record is *prepared* as soon as it is read (:class:`_Prepared`: its stored body and the few fields the fold
-needs) and its decoded form dropped, so a batch holds kilobytes per call instead of the ~300 KB of objects a
-1000-node record decodes to (allocating those afresh for a whole batch tripled the time decoding took). A
-prioritize body that refers to its cycle's filter call (``dashboard.packing.FilterFacts``) is prepared against
-the latest filter of the same pod this process saw; the fold checks that this is the cycle's filter and prepares
-it again when it is not.
+Each record is prepared as soon as it is read (``dashboard.services.ingest_prepare``); this module folds the
+prepared calls into cycles and writes them.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from itertools import repeat
 from typing import Any
 
 import msgspec
-import zstandard
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 
 from dashboard.models import NodeMode, NodePosting, Outcome, SchedulingCycle, VerbCall
-from dashboard.packing import FilterFacts, NulInRecordError, body_encode_with_facts, filter_facts, pack, stored_form
+from dashboard.packing import FilterFacts, filter_facts, stored_form
 from dashboard.services.audit import CONTENT_FIELDS, NodeCounts, audit_chain_open, call_content, copy_upsert
+from dashboard.services.ingest_prepare import Prepared, Summary, prepare, settled, when
 from dashboard.services.spool_read_ahead import SpoolReadAhead
-from dashboard.services.storable import event_storable
 from dashboard.spool import Spool, SpoolRow
-from scheduler_core.record import FilterRecord, VerbEvent, decode_event
+from scheduler_core.record import FilterRecord, VerbEvent
 
 log = logging.getLogger(__name__)
 
@@ -48,230 +41,12 @@ EARLY_CALL_WINDOW = timedelta(seconds=30)
 CLOCK_SKEW = timedelta(seconds=2)
 
 
-def _when(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, tz=UTC)
-
-
-def _record_of(event: VerbEvent) -> dict[str, Any]:
-    part = event.filter or event.prioritize or event.bind or event.preempt
-    record: dict[str, Any] = msgspec.to_builtins(part) if part is not None else {}
-    if event.error_path:
-        record["error_path"] = event.error_path
-    if event.node_mode:
-        record["node_mode"] = event.node_mode
-    return record
-
-
-@dataclass(slots=True)
-class _Summary:
-    """What a call contributes to its cycle's columns (``_summarize``), from its event or its stored record."""
-
-    verb: str
-    started_at: datetime
-    finished_at: datetime
-    duration_ms: float
-    http_status: int
-    error: str
-    node_mode: str
-    has_record: bool
-    nodes: Sequence[str] = ()
-    passed_count: int = 0
-    only_passed: str = ""
-    """The passed node when exactly one passed."""
-    preferred: str = ""
-    ages: Sequence[float | None] = ()
-    bind_node: str = ""
-
-    @classmethod
-    def of_event(cls, event: VerbEvent, at: datetime) -> _Summary:
-        summary = cls(
-            event.verb,
-            at,
-            at + timedelta(milliseconds=event.duration_ms),
-            event.duration_ms,
-            event.http_status,
-            event.error,
-            event.node_mode,
-            bool(
-                event.filter or event.prioritize or event.bind or event.preempt or event.error_path or event.node_mode
-            ),
-        )
-        if (part := event.filter) is not None:
-            summary.nodes, summary.ages = part.nodes, (part.metric_age_seconds,)
-            summary._passed(part.passed)
-        elif (scored := event.prioritize) is not None:
-            summary.nodes = scored.nodes
-            if scored.nodes:
-                summary.preferred = scored.nodes[scored.final.index(max(scored.final))]
-            summary.ages = (None, *(p.metric_age_seconds for p in scored.plugins))
-        elif event.bind is not None:
-            summary.bind_node = event.bind.node
-        return summary
-
-    @classmethod
-    def of_call(cls, call: VerbCall) -> _Summary:
-        """A stored call (a cycle this batch adds a call to): from its record, as before batching."""
-        record = call.record
-        at = call.started_at
-        summary = cls(
-            call.verb,
-            at,
-            at + timedelta(milliseconds=call.duration_ms),
-            call.duration_ms,
-            call.http_status,
-            call.error,
-            record.get("node_mode", ""),
-            bool(record),
-        )
-        if call.verb == "filter":
-            summary.nodes, summary.ages = record.get("nodes", []), (record.get("metric_age_seconds"),)
-            summary._passed(record.get("passed", []))
-        elif call.verb == "prioritize":
-            summary.nodes = record.get("nodes", [])
-            if summary.nodes:
-                scores = record["final"]
-                summary.preferred = summary.nodes[scores.index(max(scores))]
-            plugins = record.get("plugins", [])
-            summary.ages = (record.get("metric_age_seconds"), *(p.get("metric_age_seconds") for p in plugins))
-        elif call.verb == "bind":
-            summary.bind_node = record.get("node", "")
-        return summary
-
-    def _passed(self, passed: Sequence[str]) -> None:
-        self.passed_count = len(passed)
-        self.only_passed = passed[0] if len(passed) == 1 else ""
-
-
-STORE_BODIES = True
-"""False stores every record as JSON, as before migration 0004 (``benchmarks/record_path.py`` compares both)."""
-
-
-def _body_of(event: VerbEvent, facts: FilterFacts | None) -> tuple[VerbEvent, bytes | None, FilterFacts | None]:
-    """The binary body of a per-node record (``dashboard.packing``), None when the call is stored as JSON; and for a
-    filter, what a prioritize of its cycle may refer to.
-
-    The event comes back with NUL replaced when a string of its record held one (``event_storable`` found the
-    strings written to columns; the body's encoder finds the rest).
-    """
-    if not STORE_BODIES or (event.filter is None and event.prioritize is None and event.preempt is None):
-        return event, None, None
-    try:
-        return event, *body_encode_with_facts(event, filter_facts=facts)
-    except NulInRecordError:
-        event = event_storable(event, msgspec.json.encode(event))  # NUL → ␀ everywhere, as for a JSON record
-        return event, *body_encode_with_facts(event, filter_facts=facts)
-
-
-class _RecentFilters:
-    """The latest filter of each pod this process's ingester saw (~1000 pods, ~15 KB each), for prioritize bodies."""
-
-    LIMIT = 1024
-
-    def __init__(self) -> None:
-        self._facts: OrderedDict[str, FilterFacts] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, pod_uid: str) -> FilterFacts | None:
-        with self._lock:
-            return self._facts.get(pod_uid)
-
-    def put(self, pod_uid: str, facts: FilterFacts | None) -> None:
-        with self._lock:
-            self._facts.pop(pod_uid, None)
-            if facts is not None:
-                self._facts[pod_uid] = facts
-                while len(self._facts) > self.LIMIT:
-                    self._facts.popitem(last=False)
-
-
-_recent_filters = _RecentFilters()
-
-
-@dataclass(slots=True)
-class _Prepared:
-    """One call ready for the database: its columns, its body (or JSON), what its cycle's summary needs."""
-
-    event_id: str
-    verb: str
-    profile: str
-    started_at: float
-    at: datetime
-    duration_ms: float
-    http_status: int
-    pod_namespace: str
-    pod_name: str
-    pod_uid: str
-    error: str
-    server: str
-    summary: _Summary
-    body: bytes | None
-    record_json: Any = None
-    response_json: Any = None
-    failed: Sequence[str] = ()
-    """A filter's failed nodes (node counts)."""
-    facts: FilterFacts | None = None
-    """A filter's: what a later prioritize of its cycle may refer to."""
-    refers_to: str = ""
-    """A prioritize's: the filter call its body refers to ("" none)."""
-    source: VerbEvent | bytes | None = None
-    """A prioritize's event (or its spool bytes), to prepare it again against another filter."""
-
-    @classmethod
-    def of(cls, event: VerbEvent, *, facts: FilterFacts | None = None, source: bytes | None = None) -> _Prepared:
-        """``event`` (already storable) prepared; a prioritize refers to ``facts`` when it can."""
-        event, body, made = _body_of(event, facts if event.prioritize is not None else None)
-        at = _when(event.started_at)
-        prepared = cls(
-            event.event_id,
-            event.verb,
-            event.profile,
-            event.started_at,
-            at,
-            event.duration_ms,
-            event.http_status,
-            event.pod_namespace,
-            event.pod_name,
-            event.pod_uid,
-            event.error,
-            event.server,
-            _Summary.of_event(event, at),
-            body,
-        )
-        if body is None:
-            prepared.record_json = pack(_record_of(event))
-            prepared.response_json = pack(msgspec.json.decode(event.response))
-        if event.filter is not None:
-            prepared.failed = list(event.filter.failures)
-            if event.http_status == 200:
-                prepared.facts = made if body is not None else filter_facts(event.event_id, event.filter)
-        if event.prioritize is not None:
-            prepared.refers_to = facts.event_id if facts is not None and body is not None else ""
-            prepared.source = source if source is not None else event
-        return prepared
-
-    def against(self, facts: FilterFacts | None) -> _Prepared:
-        """This prioritize prepared again, referring to ``facts`` (another filter) or to none."""
-        source = self.source
-        assert source is not None
-        event = event_storable(decode_event(source), source) if isinstance(source, bytes) else source
-        return _Prepared.of(event, facts=facts, source=source if isinstance(source, bytes) else None)
-
-
-def _prepare(event: VerbEvent, source: bytes | None = None) -> _Prepared:
-    """Prepare ``event`` (storable) in arrival order: a filter is remembered for its pod's prioritize."""
-    facts = _recent_filters.get(event.pod_uid) if event.prioritize is not None and event.pod_uid else None
-    prepared = _Prepared.of(event, facts=facts, source=source)
-    if event.filter is not None and event.pod_uid:
-        _recent_filters.put(event.pod_uid, prepared.facts)
-    return prepared
-
-
 @dataclass(slots=True)
 class _Call:
     """One call of a cycle on its way into the database: stored (``stored`` set) or new (``new`` set)."""
 
-    summary: _Summary
-    new: _Prepared | None = None
+    summary: Summary
+    new: Prepared | None = None
     stored: VerbCall | None = None
 
     @property
@@ -291,7 +66,7 @@ class _Batch:
     ids above every stored one in the order they were opened.
     """
 
-    def __init__(self, calls: Sequence[_Prepared]) -> None:
+    def __init__(self, calls: Sequence[Prepared]) -> None:
         self.by_uid: dict[str, list[SchedulingCycle]] = {}
         self.verbs: dict[int, set[str]] = {}
         self.calls: dict[int, list[_Call]] = {}
@@ -304,8 +79,8 @@ class _Batch:
         uids = sorted({c.pod_uid for c in calls if c.pod_uid})
         if not uids:
             return
-        earliest = _when(min(c.started_at for c in calls)) - JOIN_WINDOW
-        latest = _when(max(c.started_at for c in calls)) + EARLY_CALL_WINDOW
+        earliest = when(min(c.started_at for c in calls)) - JOIN_WINDOW
+        latest = when(max(c.started_at for c in calls)) + EARLY_CALL_WINDOW
         stored = list(
             SchedulingCycle.objects.filter(pod_uid__in=uids, started_at__gte=earliest, started_at__lte=latest)
         )
@@ -321,7 +96,7 @@ class _Batch:
         self.verbs[id(cycle)] = verbs
         self.order[id(cycle)] = order
 
-    def find(self, call: _Prepared) -> SchedulingCycle | None:
+    def find(self, call: Prepared) -> SchedulingCycle | None:
         if not call.pod_uid:
             return None  # A refused request that named no pod stands alone.
         at = call.at
@@ -354,7 +129,7 @@ class _Batch:
             stored = list(cycle.calls.all())
             for call in stored:
                 call.__dict__["siblings"] = stored
-            calls = self.calls[id(cycle)] = [_Call(_Summary.of_call(c), stored=c) for c in stored]
+            calls = self.calls[id(cycle)] = [_Call(Summary.of_call(c), stored=c) for c in stored]
             self.candidates_before[id(cycle)] = list(_candidates([c.summary for c in calls]))
         return calls
 
@@ -389,7 +164,7 @@ _SUMMARY_FIELDS = [
 """What ``_summarize`` (and a late pod name) may change on a stored cycle."""
 
 
-def _candidates(summaries: Sequence[_Summary]) -> Sequence[str]:
+def _candidates(summaries: Sequence[Summary]) -> Sequence[str]:
     """The cycle's candidate nodes: the filter's, else prioritize's (the last call of each verb counts)."""
     by_verb = {s.verb: s for s in summaries}
     if (found := by_verb.get("filter")) is not None and found.has_record:
@@ -399,7 +174,7 @@ def _candidates(summaries: Sequence[_Summary]) -> Sequence[str]:
     return ()
 
 
-def _summarize(cycle: SchedulingCycle, summaries: Sequence[_Summary]) -> None:
+def _summarize(cycle: SchedulingCycle, summaries: Sequence[Summary]) -> None:
     """Derive the cycle's columns from its calls; the calls are the source of truth."""
     by_verb = {s.verb: s for s in summaries}
     cycle.started_at = min(s.started_at for s in summaries)
@@ -463,7 +238,7 @@ def _stored_facts(call: VerbCall) -> FilterFacts | None:
     return filter_facts(call.event_id, part)
 
 
-def _referring_right(cycle_calls: Sequence[_Call], call: _Prepared) -> _Prepared:
+def _referring_right(cycle_calls: Sequence[_Call], call: Prepared) -> Prepared:
     """``call`` (a prioritize) referring to its cycle's filter call, or to none: prepared again if it guessed wrong."""
     found = _cycle_filter(cycle_calls)
     if found is None:
@@ -570,7 +345,7 @@ class _Tallies:
     seen: dict[tuple[str, ...], datetime] = field(default_factory=dict)
     """Candidate lists (and single bound nodes) → the latest time they were seen, in the order last seen."""
 
-    def add(self, call: _Prepared) -> None:
+    def add(self, call: Prepared) -> None:
         if call.http_status != 200:
             return
         if call.verb == "filter" and call.summary.has_record:
@@ -622,10 +397,10 @@ def _candidates_changed(batch: _Batch, cycle: SchedulingCycle) -> bool:
 
 def cycles_ingest_events(*, events: Iterable[VerbEvent]) -> int:
     """Fold events into cycles in one transaction; events already ingested are skipped. Returns new calls."""
-    return _ingest([_prepare(event) for event in sorted(events, key=lambda e: e.started_at)])
+    return _ingest([prepare(event) for event in sorted(events, key=lambda e: e.started_at)])
 
 
-def _ingest(prepared: Sequence[_Prepared]) -> int:
+def _ingest(prepared: Sequence[Prepared]) -> int:
     """Fold prepared calls into cycles in one transaction; calls already ingested are skipped. Returns new calls.
 
     A handful of statements per batch whatever its size (the cycles it may join, their verbs, new ids, new cycles
@@ -759,40 +534,7 @@ def _ingest(prepared: Sequence[_Prepared]) -> int:
     return len(joined)
 
 
-ANSWER_NOT_CONFIRMED = (
-    "answer not confirmed: schedlens stopped, or lost the connection, before the answer was written; "
-    "kube-scheduler saw this call fail"
-)
-
-
-def _unconfirmed(event: VerbEvent) -> VerbEvent:
-    error = f"{ANSWER_NOT_CONFIRMED}; {event.error}" if event.error else ANSWER_NOT_CONFIRMED
-    return msgspec.structs.replace(event, error=error)
-
-
-def _settled(rows: list[SpoolRow], grace_seconds: float) -> list[tuple[SpoolRow, _Prepared | None]]:
-    """The leading rows ready for the database, prepared: stops at a row whose answer is still being written."""
-    ready: list[tuple[SpoolRow, _Prepared | None]] = []
-    now = time.time()
-    for row in rows:
-        try:
-            event = event_storable(decode_event(row.data), row.data)
-        except (msgspec.DecodeError, zstandard.ZstdError) as exc:
-            log.error("spool row %s is not a verb record (%s); set aside in the spool's rejected table", row.id, exc)
-            ready.append((row, None))
-            continue
-        if not row.answered:
-            if now - event.started_at < grace_seconds:
-                break  # the answer is (most likely) being written right now; the next pass takes it
-            log.warning("the answer recorded in spool row %s (%s) was never confirmed written", row.id, event.verb)
-            event = _unconfirmed(event)
-            ready.append((row, _prepare(event)))
-            continue
-        ready.append((row, _prepare(event, source=row.data)))
-    return ready
-
-
-def _ingest_rows(spool: Spool, ready: list[tuple[SpoolRow, _Prepared | None]]) -> None:
+def _ingest_rows(spool: Spool, ready: list[tuple[SpoolRow, Prepared | None]]) -> None:
     """Ingest in one transaction; if the database refuses the batch's content, row by row, setting aside the rows
     it refuses (an outage is raised instead: those rows wait in the spool)."""
     try:
@@ -836,7 +578,7 @@ def spool_ingest(
         if not leased:
             return 0
         with SpoolReadAhead(
-            spool, batch_size=batch_size, max_batches=max_batches, settle=lambda rows: _settled(rows, grace)
+            spool, batch_size=batch_size, max_batches=max_batches, settle=lambda rows: settled(rows, grace)
         ) as batches:
             for ready in batches:
                 _ingest_rows(spool, ready)

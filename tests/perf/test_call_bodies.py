@@ -1,7 +1,7 @@
 """Calls stored as binary bodies (migration 0004) read back exactly as recorded, whatever the record holds.
 
 Every reader sees ``VerbCall.record`` / ``.response``; these tests compare them with what the ingester was given
-(``_record_of(event)`` and the answer's JSON), for records from the real verbs in both node modes, with nodes
+(``record_of(event)`` and the answer's JSON), for records from the real verbs in both node modes, with nodes
 without metrics, unknown nodes, one or no passing node, preemption, NUL in strings and over-long names.
 """
 
@@ -26,9 +26,10 @@ from dashboard.packing import (
     column_decode,
     column_encode,
 )
-from dashboard.services import cycles as cycles_service
+from dashboard.services import ingest_prepare
 from dashboard.services.audit import audit_chain_verify
-from dashboard.services.cycles import _record_of, cycles_ingest_events, spool_ingest
+from dashboard.services.cycles import cycles_ingest_events, spool_ingest
+from dashboard.services.ingest_prepare import record_of
 from dashboard.services.storable import NAME_LIMIT, NUL_SHOWN
 from dashboard.spool import Spool
 from scheduler_core.binding import SimulatedBinder
@@ -79,7 +80,7 @@ def cycle_events(extender: Extender, cluster: Any, rng: random.Random, *, profil
 def assert_read_back(event: VerbEvent, lookup: Any = None) -> dict[str, Any]:
     body = body_encode(event)
     record, answer = body_decode(body, lookup=lookup or (lambda _event_id: None))
-    assert record == _record_of(event)
+    assert record == record_of(event)
     assert answer == msgspec.json.decode(event.response)
     return record
 
@@ -162,10 +163,10 @@ def test_a_prioritize_refers_to_its_filter_and_not_to_another_filter_of_the_same
     cycles_ingest_events(events=events[:1])
     # The ingester last saw another filter of this pod (say, of a retry it had not written yet).
     other = msgspec.structs.replace(events[0], event_id="f" * 32, started_at=events[0].started_at + 60)
-    cycles_service._prepare(other)
+    ingest_prepare.prepare(other)
     cycles_ingest_events(events=events[1:])
     prioritize = VerbCall.objects.get(verb="prioritize")
-    assert prioritize.record == _record_of(events[1])
+    assert prioritize.record == record_of(events[1])
     assert bytes(events[0].event_id, "ascii") in body_plain(prioritize.body), "refers to its own cycle's filter"
     assert audit_chain_verify().ok
 
@@ -175,13 +176,13 @@ def test_a_prioritize_ingested_after_its_filter_still_refers_to_it():
     extender, cluster = demo_extender(40)
     events = cycle_events(extender, cluster, random.Random(4), profile="default", mode="names")
     cycles_ingest_events(events=events[:1])
-    cycles_service._recent_filters.put(events[0].pod_uid, None)  # another replica's ingester: never saw the filter
+    ingest_prepare.recent_filters.put(events[0].pod_uid, None)  # another replica's ingester: never saw the filter
     cycles_ingest_events(events=events[1:])
     prioritize = VerbCall.objects.get(verb="prioritize")
     decoded = msgspec.msgpack.decode(body_plain(prioritize.body))
     assert decoded[3][5] == events[0].event_id  # Body.prioritize.filter_event
     assert any(raw and raw[0] == FILTER_TRAFFIC for raw in decoded[3][2])
-    assert prioritize.record == _record_of(events[1])
+    assert prioritize.record == record_of(events[1])
 
 
 def body_plain(body: bytes) -> bytes:
@@ -228,7 +229,7 @@ def test_a_backlog_ingested_in_many_small_batches_reads_back_exactly_and_chains(
     stored = {call.event_id: call for call in VerbCall.objects.all()}
     assert sorted(stored) == sorted(e.event_id for e in events)
     for event in events:
-        assert stored[event.event_id].record == _record_of(event)
+        assert stored[event.event_id].record == record_of(event)
         assert stored[event.event_id].response == msgspec.json.decode(event.response)
     assert SchedulingCycle.objects.count() == 9
     assert audit_chain_verify().ok
