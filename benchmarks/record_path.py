@@ -8,7 +8,8 @@ backlog of distinct pods). Everything in process; PostgreSQL on the same machine
 - bytes stored per cycle: ``pg_column_size`` of every column of the cycle's calls, of the cycle row and of its
   share of the node postings, and the tables' total size (heap, TOAST, indexes) per cycle, as ingested now and
   plain (every record as plain jsonb, no binary body);
-- ingest: ``spool_ingest`` draining the backlog (read, decode, fold into cycles, chain, commit, delete);
+- ingest: ``spool_ingest`` draining the backlog (read, decode, fold into cycles, chain, commit, delete), with
+  ``SCHEDLENS_INGEST_PREPARERS`` preparing processes as ``ingest_spool --follow`` runs it (0: a thread);
 - drain of a 10-minute outage: the backlog a 10-minute database outage leaves at the sustained rate, divided
   by the measured ingest rate (the backlog measured here is smaller; both figures are given).
 
@@ -192,11 +193,13 @@ def run(cycles: int, size_cycles: int, database_url: str | None = None) -> Recor
     import django
 
     django.setup()
+    from django.conf import settings
     from django.db import connection
 
     from dashboard import packing
     from dashboard.services import ingest_prepare
     from dashboard.services.cycles import spool_ingest
+    from dashboard.services.ingest_preparer import start_preparer
     from dashboard.spool import Spool
 
     workdir = Path(tempfile.mkdtemp(prefix="schedlens-record-"))
@@ -226,9 +229,19 @@ def run(cycles: int, size_cycles: int, database_url: str | None = None) -> Recor
 
     appends, spool_bytes = backlog(cycle_templates, cycles, workdir / "spool")
     spool = Spool(workdir / "spool")
-    started = time.perf_counter()
-    moved = spool_ingest(spool=spool, confirm_grace_seconds=0)
-    ingest_seconds = time.perf_counter() - started
+    # As ``ingest_spool --follow`` runs: its preparing processes already started (a long-running ingester's are).
+    processes = settings.SCHEDLENS_INGEST_PREPARERS
+    preparer = start_preparer(processes) if processes else None
+    if preparer is not None:
+        for started_one in [preparer.submit(os.getpid) for _ in range(processes)]:
+            started_one.result()
+    try:
+        started = time.perf_counter()
+        moved = spool_ingest(spool=spool, confirm_grace_seconds=0, preparer=preparer, ahead=max(2, processes))
+        ingest_seconds = time.perf_counter() - started
+    finally:
+        if preparer is not None:
+            preparer.shutdown()
     assert moved == sum(len(cycle_templates[n % len(cycle_templates)]) for n in range(cycles)), moved
     stored = stored_sizes(cycles)
     connection.close()
@@ -249,7 +262,10 @@ def main() -> None:
     args = parser.parse_args()
     result = run(args.cycles, args.size_cycles, args.database_url or None)
     print(f"append p50 {percentile(result.append_ms, 50):.3f} p99 {percentile(result.append_ms, 99):.3f} ms")
-    print(f"ingest {result.cycles / result.ingest_seconds:.0f} cycles/s ({result.ingest_seconds:.1f} s)")
+    print(
+        f"ingest {result.cycles / result.ingest_seconds:.0f} cycles/s ({result.ingest_seconds:.1f} s, "
+        f"SCHEDLENS_INGEST_PREPARERS={os.environ.get('SCHEDLENS_INGEST_PREPARERS', 'default')})"
+    )
     for label, value in result.stored.items():
         print(f"{label}: {value / 1024:.1f} KB (plain: {result.plain_stored[label] / 1024:.1f} KB)")
 

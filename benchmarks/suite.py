@@ -285,7 +285,8 @@ def main() -> None:
                     ],
                     ["spool append p50 / p99 / max", f"{append[0]:.3f} / {append[1]:.3f} / {append[2]:.2f} ms"],
                     [
-                        "ingest (spool → PostgreSQL, one process)",
+                        "ingest (spool → PostgreSQL, as `ingest_spool --follow`: "
+                        f"{os.environ.get('SCHEDLENS_INGEST_PREPARERS', '2')} preparing processes and the writer)",
                         f"{ingest_rate:.0f} cycles/s ({result_r['ingest_seconds']:.1f} s)",
                     ],
                     [

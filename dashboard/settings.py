@@ -206,6 +206,9 @@ SCHEDLENS_SPOOL_DIR = Path(env_str("SCHEDLENS_SPOOL_DIR", str(VAR_DIR / "spool")
 SCHEDLENS_INGEST_IN_PROCESS = env_bool("SCHEDLENS_INGEST_IN_PROCESS", True)
 """Drain the spool from a thread of each web process; turn off when a separate ``ingest_spool`` runs."""
 SCHEDLENS_INGEST_INTERVAL = env_float("SCHEDLENS_INGEST_INTERVAL", 0.5)
+SCHEDLENS_INGEST_PREPARERS = env_int("SCHEDLENS_INGEST_PREPARERS", 2)
+"""Processes preparing batches beside ``ingest_spool --follow``'s writing (``dashboard.services.ingest_preparer``),
+~90 MB each; 0 prepares in a thread of the ingester (one core's worth)."""
 SCHEDLENS_SPOOL_FAILURE = env_choice("SCHEDLENS_SPOOL_FAILURE", "fail", ("fail", "answer"))
 """When a record cannot be spooled (disk full): ``fail`` answers 503 (kube-scheduler's ``ignorable`` decides);
 ``answer`` answers anyway. Both log the record at ERROR and count ``schedlens_spool_append_failures_total``."""

@@ -224,8 +224,11 @@ class Spool:
     def read_batch(self, limit: int) -> list[tuple[int, bytes]]:
         return [(row.id, row.data) for row in self.read_rows(limit)]
 
-    def read_rows(self, limit: int) -> list[SpoolRow]:
-        cursor = self._conn().execute("SELECT id, data, answered FROM events ORDER BY id LIMIT ?", (limit,))
+    def read_rows(self, limit: int, *, after: int = 0) -> list[SpoolRow]:
+        """The oldest ``limit`` records with an id above ``after``."""
+        cursor = self._conn().execute(
+            "SELECT id, data, answered FROM events WHERE id > ? ORDER BY id LIMIT ?", (after, limit)
+        )
         return [SpoolRow(int(row[0]), bytes(row[1]), bool(row[2])) for row in cursor.fetchall()]
 
     def delete_through(self, last_id: int) -> None:

@@ -15,8 +15,10 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from itertools import repeat
 from typing import Any
 
@@ -562,7 +564,13 @@ def _ingest_rows(spool: Spool, ready: list[tuple[SpoolRow, Prepared | None]]) ->
 
 
 def spool_ingest(
-    *, spool: Spool, batch_size: int = 500, max_batches: int | None = None, confirm_grace_seconds: float | None = None
+    *,
+    spool: Spool,
+    batch_size: int = 500,
+    max_batches: int | None = None,
+    confirm_grace_seconds: float | None = None,
+    preparer: Executor | None = None,
+    ahead: int = 2,
 ) -> int:
     """Move records from the spool into the database; safe to run from several processes at once.
 
@@ -570,7 +578,8 @@ def spool_ingest(
     which the unique ``event_id`` makes harmless. A record whose answer was not confirmed written within
     ``confirm_grace_seconds`` (``SCHEDLENS_ANSWER_CONFIRM_SECONDS``) is stored as a failed call (see
     ``dashboard.spool``). Returns how many records left the spool. The next batch is prepared while one is
-    written (``dashboard.services.spool_read_ahead``).
+    written (``dashboard.services.spool_read_ahead``): by ``preparer``'s processes
+    (``dashboard.services.ingest_preparer``), kept ``ahead`` batches ahead, else by a thread.
     """
     grace = settings.SCHEDLENS_ANSWER_CONFIRM_SECONDS if confirm_grace_seconds is None else confirm_grace_seconds
     moved = 0
@@ -578,7 +587,11 @@ def spool_ingest(
         if not leased:
             return 0
         with SpoolReadAhead(
-            spool, batch_size=batch_size, max_batches=max_batches, settle=lambda rows: settled(rows, grace)
+            spool,
+            batch_size=batch_size,
+            max_batches=max_batches,
+            settle=partial(settled, grace_seconds=grace),
+            executor=preparer,
         ) as batches:
             for ready in batches:
                 _ingest_rows(spool, ready)

@@ -1,16 +1,18 @@
-"""Prepare the spool's next batch while the ingester writes the current one to the database.
+"""Prepare the spool's next batches while the ingester writes the current one to the database.
 
-Preparing a batch (decoding records, building bodies) and writing one (COPY, commit) take about as long as each
-other, and the writing mostly waits for PostgreSQL (zstd and SQLite release the GIL too): one thread preparing the
-next batch keeps the process busy during those waits. Nothing changes for the records: batches are the same rows in
-the same order, prepared in arrival order by one thread at a time, and a row leaves the spool only after its batch
+Preparing a batch (decoding records, building bodies) takes longer than writing one (COPY, commit), which mostly
+waits for PostgreSQL. A thread preparing the next batch keeps the process busy during those waits; a process of its
+own (``dashboard.services.ingest_preparer``) prepares beside the writing on another core, and is kept batches
+ahead so that it never waits for the ingester to read the spool. Nothing changes for the records: batches are the
+same rows in the same order, handed over in arrival order, and a row leaves the spool only after its batch
 committed. The spool is read by the ingester's own thread (and its own SQLite connection), as before.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
 from typing import Generic, TypeVar
 
 from dashboard.spool import Spool, SpoolRow
@@ -22,49 +24,75 @@ Settle = Callable[[list[SpoolRow]], list[tuple[SpoolRow, T]]]
 
 
 class SpoolReadAhead(Generic[T]):
-    """Batches of the spool as ``settle`` makes them, each settled by a thread while the one before is written.
+    """Batches of the spool as ``settle`` makes them, settled ahead while the one before is written.
 
     Use as a context manager and iterate; delete a batch's rows from the spool before taking the next batch. The
     batches end at the first one that ``settle`` cut short (a row held back) or left empty, after ``max_batches``,
-    or when the spool is drained. Leaving early waits for the batch being settled and drops it: its rows stay in the
-    spool (the next pass reads and prepares them again).
+    or when the spool is drained. Leaving early waits for the batches being settled and drops them: their rows stay
+    in the spool (the next pass reads and prepares them again).
+
+    ``executor``: where batches are settled, each by one worker, handed over in order: by default a thread of this
+    reader's own, one batch ahead; a given executor (preparing processes, which need ``settle`` picklable) is kept
+    ``ahead`` batches ahead.
     """
 
-    def __init__(self, spool: Spool, *, batch_size: int, max_batches: int | None, settle: Settle[T]) -> None:
+    def __init__(
+        self,
+        spool: Spool,
+        *,
+        batch_size: int,
+        max_batches: int | None,
+        settle: Settle[T],
+        executor: Executor | None = None,
+        ahead: int = 2,
+    ) -> None:
         self._spool = spool
         self._batch_size = batch_size
         self._max_batches = max_batches
         self._settle = settle
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spool-prepare")
+        self._own_pool = executor is None
+        self._pool = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="spool-prepare")
+        # A thread shares the GIL with the writing: more than one batch ahead would only hold more memory.
+        self._ahead = 1 if executor is None else max(1, ahead)
+        self._in_flight: deque[tuple[list[SpoolRow], Future[list[tuple[SpoolRow, T]]]]] = deque()
+        self._submitted = 0
 
     def __enter__(self) -> SpoolReadAhead[T]:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._own_pool:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        else:  # the next pass's batches are settled after these, as with a thread of its own
+            wait([future for _, future in self._in_flight])
+        self._in_flight.clear()
+
+    def _read_ahead(self, after: int) -> None:
+        """Submit batches of the rows past ``after`` until ``ahead`` are in flight (or the spool has no more)."""
+        while len(self._in_flight) < self._ahead and (self._max_batches is None or self._submitted < self._max_batches):
+            rows = self._spool.read_rows(self._batch_size, after=after)
+            if not rows:
+                return
+            self._in_flight.append((rows, self._pool.submit(self._settle, rows)))
+            self._submitted += 1
+            after = rows[-1].id
 
     def __iter__(self) -> Iterator[list[tuple[SpoolRow, T]]]:
-        rows = self._spool.read_rows(self._batch_size)
-        pending: Future[list[tuple[SpoolRow, T]]] | None = self._pool.submit(self._settle, rows)
-        batches = 0
-        while pending is not None:
-            ready = pending.result()  # raises what settling raised, after the batches before it were written
+        self._read_ahead(0)
+        while self._in_flight:
+            rows, future = self._in_flight.popleft()
+            ready = future.result()  # raises what settling raised, after the batches before it were written
             if not ready:
                 return
-            batches += 1
-            # A batch cut short stops the pass: a row is held back behind an answer still being written.
-            last = len(ready) < len(rows) or (self._max_batches is not None and batches >= self._max_batches)
-            pending = None
-            if not last:
-                # This batch is still the spool's first rows (deleted once written): read past it.
-                after = ready[-1][0].id
-                rows = [r for r in self._spool.read_rows(self._batch_size + len(ready)) if r.id > after]
-                rows = rows[: self._batch_size]
-                if rows:
-                    pending = self._pool.submit(self._settle, rows)
+            # A batch cut short ends the pass (a row held back behind an answer still being written); the batches
+            # settled after it are dropped on leaving, their rows read again by the next pass.
+            if len(ready) < len(rows):
+                yield ready
+                return
+            # These rows are still the spool's first ones until written and deleted: read past what is in flight.
+            self._read_ahead(self._in_flight[-1][0][-1].id if self._in_flight else ready[-1][0].id)
             yield ready
-            if not last and pending is None:
-                # Nothing to read ahead: read again now that the batch is written, as a pass without read-ahead does
-                # (records appended meanwhile go now, not a polling interval later); nothing there ends the pass.
-                rows = self._spool.read_rows(self._batch_size)
-                pending = self._pool.submit(self._settle, rows)
+            if not self._in_flight:
+                # Nothing was there to read ahead: read again now that the batch is written, as a pass without
+                # read-ahead does (records appended meanwhile go now, not a polling interval later).
+                self._read_ahead(0)

@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections
 
 from dashboard.services.cycles import spool_ingest
+from dashboard.services.ingest_preparer import BrokenProcessPool, start_preparer
 from dashboard.spool import Spool
 
 
@@ -20,6 +21,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--follow", action="store_true", help="keep ingesting until SIGTERM/SIGINT")
         parser.add_argument("--interval", type=float, default=settings.SCHEDLENS_INGEST_INTERVAL)
+        parser.add_argument(
+            "--preparers",
+            type=int,
+            default=settings.SCHEDLENS_INGEST_PREPARERS,
+            help="with --follow: processes preparing batches beside the writing (0: a thread)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         spool = Spool(settings.SCHEDLENS_SPOOL_DIR)
@@ -30,11 +37,22 @@ class Command(BaseCommand):
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
-        while not stop.is_set():
-            try:
-                spool_ingest(spool=spool)
-            except Exception as exc:  # database down: the records wait in the spool
-                self.stderr.write(f"ingest failed, will retry: {exc}")
-            finally:
-                close_old_connections()
-            stop.wait(options["interval"])
+        processes = max(0, options["preparers"])
+        preparer = start_preparer(processes) if processes else None
+        try:
+            while not stop.is_set():
+                try:
+                    spool_ingest(spool=spool, preparer=preparer, ahead=max(2, processes))
+                except BrokenProcessPool as exc:  # a preparing process died: the records wait, new ones start
+                    self.stderr.write(f"ingest failed, will retry with new preparing processes: {exc}")
+                    if preparer is not None:
+                        preparer.shutdown(wait=False, cancel_futures=True)
+                    preparer = start_preparer(processes)
+                except Exception as exc:  # database down: the records wait in the spool
+                    self.stderr.write(f"ingest failed, will retry: {exc}")
+                finally:
+                    close_old_connections()
+                stop.wait(options["interval"])
+        finally:
+            if preparer is not None:
+                preparer.shutdown(wait=True, cancel_futures=True)
