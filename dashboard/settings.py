@@ -207,8 +207,12 @@ SCHEDLENS_INGEST_IN_PROCESS = env_bool("SCHEDLENS_INGEST_IN_PROCESS", True)
 """Drain the spool from a thread of each web process; turn off when a separate ``ingest_spool`` runs."""
 SCHEDLENS_INGEST_INTERVAL = env_float("SCHEDLENS_INGEST_INTERVAL", 0.5)
 SCHEDLENS_INGEST_PREPARERS = env_int("SCHEDLENS_INGEST_PREPARERS", 2)
-"""Processes preparing batches beside ``ingest_spool --follow``'s writing (``dashboard.services.ingest_preparer``),
-~90 MB each; 0 prepares in a thread of the ingester (one core's worth)."""
+"""Processes preparing batches beside ``ingest_spool --follow``'s writing once it is behind
+(``dashboard.services.ingest_preparer``); 0: always a thread of the ingester (one core's worth)."""
+SCHEDLENS_INGEST_PREPARE_BACKLOG = env_int("SCHEDLENS_INGEST_PREPARE_BACKLOG", 2000)
+"""Records waiting in the spool (~4 batches, a few seconds of a busy scheduler) from which a pass of
+``ingest_spool --follow`` prepares in those processes: keeping up, a thread costs less CPU than handing batches over,
+CPU the verbs share."""
 SCHEDLENS_SPOOL_FAILURE = env_choice("SCHEDLENS_SPOOL_FAILURE", "fail", ("fail", "answer"))
 """When a record cannot be spooled (disk full): ``fail`` answers 503 (kube-scheduler's ``ignorable`` decides);
 ``answer`` answers anyway. Both log the record at ERROR and count ``schedlens_spool_append_failures_total``."""

@@ -258,6 +258,12 @@ class Spool:
     def depth(self) -> int:
         return int(self._conn().execute("SELECT count(*) FROM events").fetchone()[0])
 
+    def backlog(self) -> int:
+        """About how many records wait, from the oldest and newest ids (two index lookups, where ``depth`` counts
+        them all): records leave in id order, so only the rare record set aside leaves a gap."""
+        oldest, newest = self._conn().execute("SELECT min(id), max(id) FROM events").fetchone()
+        return 0 if oldest is None else int(newest) - int(oldest) + 1
+
     @contextlib.contextmanager
     def ingest_lease(self) -> Iterator[bool]:
         """One ingester per spool at a time (across processes); yields False when another holds it."""

@@ -30,12 +30,18 @@ PHASE_PODS = 40
 MAX_PODS = 4000
 
 
+@pytest.mark.parametrize("backlog", ["2000", "0"], ids=["prepared-in-a-thread", "prepared-in-processes"])
 def test_verbs_answer_through_a_database_outage_and_every_record_lands_once_in_order(
-    settings, tmp_path: Path, production_env: dict[str, str], cluster: SyntheticCluster
+    settings, tmp_path: Path, production_env: dict[str, str], cluster: SyntheticCluster, backlog: str
 ) -> None:
     db = settings.DATABASES["default"]
     with TcpProxy(int(db["PORT"] or 5432)) as proxy:
-        env = {**production_env, "DATABASE_URL": database_url(db, port=proxy.port)}
+        # The outages leave a few hundred records behind: a backlog of 0 has the preparing processes take them.
+        env = {
+            **production_env,
+            "DATABASE_URL": database_url(db, port=proxy.port),
+            "SCHEDLENS_INGEST_PREPARE_BACKLOG": backlog,
+        }
         server = Gunicorn(env, tmp_path / "gunicorn.log")
         ingester = manage(["ingest_spool", "--follow", "--interval", "0.1"], env, tmp_path / "ingest.log")
         spool = Spool(env["SCHEDLENS_SPOOL_DIR"])

@@ -51,7 +51,8 @@ def test_a_killed_preparing_process_is_replaced_and_every_record_lands_once_in_o
     settings, tmp_path: Path, production_env: dict[str, str], cluster: SyntheticCluster
 ) -> None:
     database = database_url(settings.DATABASES["default"])
-    env = {**production_env, "DATABASE_URL": database, "SCHEDLENS_INGEST_PREPARERS": "2"}
+    # Every pass prepares in the processes, not only once behind.
+    env = {**production_env, "DATABASE_URL": database, "SCHEDLENS_INGEST_PREPARE_BACKLOG": "0"}
     server = Gunicorn(env, tmp_path / "gunicorn.log")
     ingester = manage(["ingest_spool", "--follow", "--interval", "0.1"], env, tmp_path / "ingest.log")
     spool = Spool(env["SCHEDLENS_SPOOL_DIR"])

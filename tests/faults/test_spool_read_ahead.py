@@ -150,3 +150,14 @@ def test_records_appended_while_the_last_batch_is_written_go_in_the_same_pass(
             spool.delete_through(ready[-1][0].id)
     assert batches == [[b"record %d" % n for n in range(5)], [b"late 1", b"late 2"]]
     assert spool.depth() == 0
+
+
+def test_the_backlog_counts_the_waiting_records_from_their_ids(tmp_path) -> None:
+    spool = _spool(tmp_path, 12)
+    assert spool.backlog() == spool.depth() == 12
+    spool.delete_through(spool.read_rows(5)[-1].id)
+    assert spool.backlog() == spool.depth() == 7
+    spool.delete_through(spool.read_rows(7)[-1].id)
+    assert spool.backlog() == spool.depth() == 0
+    spool.append(b"after")
+    assert spool.backlog() == 1

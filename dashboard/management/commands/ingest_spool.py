@@ -25,7 +25,7 @@ class Command(BaseCommand):
             "--preparers",
             type=int,
             default=settings.SCHEDLENS_INGEST_PREPARERS,
-            help="with --follow: processes preparing batches beside the writing (0: a thread)",
+            help="with --follow: processes preparing batches beside the writing once it falls behind (0: a thread)",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -42,7 +42,9 @@ class Command(BaseCommand):
         try:
             while not stop.is_set():
                 try:
-                    spool_ingest(spool=spool, preparer=preparer, ahead=max(2, processes))
+                    # Keeping up, a thread costs less CPU (the verbs'): the processes are for a backlog.
+                    behind = preparer is not None and spool.backlog() >= settings.SCHEDLENS_INGEST_PREPARE_BACKLOG
+                    spool_ingest(spool=spool, preparer=preparer if behind else None, ahead=max(2, processes))
                 except BrokenProcessPool as exc:  # a preparing process died: the records wait, new ones start
                     self.stderr.write(f"ingest failed, will retry with new preparing processes: {exc}")
                     if preparer is not None:
