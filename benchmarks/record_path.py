@@ -199,7 +199,7 @@ def run(cycles: int, size_cycles: int, database_url: str | None = None) -> Recor
     from dashboard import packing
     from dashboard.services import ingest_prepare
     from dashboard.services.cycles import spool_ingest
-    from dashboard.services.ingest_preparer import start_preparer
+    from dashboard.services.preparing_processes import start_preparing_processes
     from dashboard.spool import Spool
 
     workdir = Path(tempfile.mkdtemp(prefix="schedlens-record-"))
@@ -231,7 +231,7 @@ def run(cycles: int, size_cycles: int, database_url: str | None = None) -> Recor
     spool = Spool(workdir / "spool")
     # As ``ingest_spool --follow`` runs: its preparing processes already started (a long-running ingester's are).
     processes = settings.SCHEDLENS_INGEST_PREPARERS
-    preparer = start_preparer(processes) if processes else None
+    preparer = start_preparing_processes(processes) if processes else None
     if preparer is not None:
         for started_one in [preparer.submit(os.getpid) for _ in range(processes)]:
             started_one.result()

@@ -95,13 +95,17 @@ class Spool:
         self._failed_append_bytes = 0
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            with contextlib.closing(self._connect()) as conn:
-                conn.execute("PRAGMA journal_mode=WAL")
-                for statement in _SCHEMA:
-                    conn.execute(statement)
-                columns = {row[1] for row in conn.execute("PRAGMA table_info(events)")}
-                if "answered" not in columns:  # a spool written before confirmations: its rows count as answered
-                    conn.execute("ALTER TABLE events ADD COLUMN answered INTEGER NOT NULL DEFAULT 1")
+            # Processes starting together (gunicorn's workers) set a new spool up one at a time: switching it to WAL
+            # takes it whole, and SQLite answers "database is locked" at once, without waiting, to all but one.
+            with open(self.directory / "setup.lock", "a+b") as setup:
+                fcntl.flock(setup, fcntl.LOCK_EX)  # released when the file closes
+                with contextlib.closing(self._connect()) as conn:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    for statement in _SCHEMA:
+                        conn.execute(statement)
+                    columns = {row[1] for row in conn.execute("PRAGMA table_info(events)")}
+                    if "answered" not in columns:  # a spool written before confirmations: rows count as answered
+                        conn.execute("ALTER TABLE events ADD COLUMN answered INTEGER NOT NULL DEFAULT 1")
         except (OSError, sqlite3.Error) as exc:
             raise SpoolUnavailableError(
                 f"the spool at {self.path} cannot be written (SCHEDLENS_SPOOL_DIR): {exc}"

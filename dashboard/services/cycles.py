@@ -579,7 +579,7 @@ def spool_ingest(
     ``confirm_grace_seconds`` (``SCHEDLENS_ANSWER_CONFIRM_SECONDS``) is stored as a failed call (see
     ``dashboard.spool``). Returns how many records left the spool. The next batch is prepared while one is
     written (``dashboard.services.spool_read_ahead``): by ``preparer``'s processes
-    (``dashboard.services.ingest_preparer``), kept ``ahead`` batches ahead, else by a thread.
+    (``dashboard.services.preparing_processes``), kept ``ahead`` batches ahead, else by a thread.
     """
     grace = settings.SCHEDLENS_ANSWER_CONFIRM_SECONDS if confirm_grace_seconds is None else confirm_grace_seconds
     moved = 0

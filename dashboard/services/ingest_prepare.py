@@ -51,7 +51,7 @@ _name_lists: dict[str, list[str]] = {}
 
 
 class _JoinedNames(str):
-    """Node names joined by NUL, as prepared calls carry a list between processes (``ingest_preparer``)."""
+    """Node names joined by NUL, as prepared calls carry a list between processes (``preparing_processes``)."""
 
 
 def _names_out(names: Sequence[str]) -> object:

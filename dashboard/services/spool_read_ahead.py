@@ -2,7 +2,7 @@
 
 Preparing a batch (decoding records, building bodies) takes longer than writing one (COPY, commit), which mostly
 waits for PostgreSQL. A thread preparing the next batch keeps the process busy during those waits; a process of its
-own (``dashboard.services.ingest_preparer``) prepares beside the writing on another core, and is kept batches
+own (``dashboard.services.preparing_processes``) prepares beside the writing on another core, and is kept batches
 ahead so that it never waits for the ingester to read the spool. Nothing changes for the records: batches are the
 same rows in the same order, handed over in arrival order, and a row leaves the spool only after its batch
 committed. The spool is read by the ingester's own thread (and its own SQLite connection), as before.

@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections
 
 from dashboard.services.cycles import spool_ingest
-from dashboard.services.ingest_preparer import BrokenProcessPool, start_preparer
+from dashboard.services.preparing_processes import BrokenProcessPool, start_preparing_processes
 from dashboard.spool import Spool
 
 
@@ -38,7 +38,7 @@ class Command(BaseCommand):
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
         processes = max(0, options["preparers"])
-        preparer = start_preparer(processes) if processes else None
+        preparer = start_preparing_processes(processes) if processes else None
         try:
             while not stop.is_set():
                 try:
@@ -49,7 +49,7 @@ class Command(BaseCommand):
                     self.stderr.write(f"ingest failed, will retry with new preparing processes: {exc}")
                     if preparer is not None:
                         preparer.shutdown(wait=False, cancel_futures=True)
-                    preparer = start_preparer(processes)
+                    preparer = start_preparing_processes(processes)
                 except Exception as exc:  # database down: the records wait in the spool
                     self.stderr.write(f"ingest failed, will retry: {exc}")
                 finally:

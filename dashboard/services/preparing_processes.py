@@ -23,7 +23,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-__all__ = ["BrokenProcessPool", "start_preparer"]
+__all__ = ["BrokenProcessPool", "start_preparing_processes"]
 
 
 ORPHAN_CHECK_SECONDS = 1.0
@@ -46,7 +46,7 @@ def _setup(parent: int) -> None:
     django.setup()
 
 
-def start_preparer(processes: int) -> ProcessPoolExecutor:
+def start_preparing_processes(processes: int) -> ProcessPoolExecutor:
     """``processes`` preparing processes, for ``spool_ingest(preparer=...)``; shut them down when done, and start
     others if an ingest raised ``BrokenProcessPool`` (one died: killed, out of memory).
 

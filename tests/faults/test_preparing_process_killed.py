@@ -1,4 +1,4 @@
-"""The ingester's preparing processes (``ingest_spool --follow``, ``dashboard.services.ingest_preparer``) killed.
+"""The ingester's preparing processes (``ingest_spool --follow``, ``dashboard.services.preparing_processes``) killed.
 
 A preparing process SIGKILLed (the OOM killer's way) under load: the ingester starts new ones and every record
 still lands once, in the order kube-scheduler made the calls. The ingester itself SIGKILLed: its preparing
