@@ -224,6 +224,7 @@ def _plugin_record(
 ) -> PluginScores:
     columns = _columns(result.scores)
     raws = list(columns.raws) if columns.raws is not None else []
+    unmeasured_count = raws.count(None)  # counted once: comparing each float with None is the slow path
     herd_bytes = list(columns.herd_bytes) if any(columns.herd_bytes) else []
     notes: dict[str, str] = {}
     # A plugin that does not apply says why once (``note``); the explanation falls back to it for every node,
@@ -234,14 +235,14 @@ def _plugin_record(
     ):
         unmeasured: Sequence[int] = range(len(names))
         if raws:
-            unmeasured = [i for i, raw in enumerate(raws) if raw is None] if raws.count(None) else []
+            unmeasured = [i for i, raw in enumerate(raws) if raw is None] if unmeasured_count else []
         details = columns.details
         notes = {names[i]: details[i] for i in unmeasured if details[i] and details[i] != same_as_note}
     return PluginScores(
         name=scorer_name,
         weight=weight,
         scores=round4(values),
-        raw=raws if raws.count(None) != len(raws) else [],
+        raw=raws if unmeasured_count != len(raws) else [],
         herd_bytes=herd_bytes,
         notes=notes,
         applicable=result.applicable,
