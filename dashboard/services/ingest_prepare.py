@@ -78,6 +78,18 @@ def _names_in(value: Any) -> Any:
     return names
 
 
+def _state_out(obj: Any, names_field: str) -> tuple[Any, ...]:
+    """A slotted object's fields in slot order, its ``names_field`` list as :func:`_names_out` sends it."""
+    return tuple(
+        _names_out(getattr(obj, name)) if name == names_field else getattr(obj, name) for name in obj.__slots__
+    )
+
+
+def _state_in(obj: Any, state: tuple[Any, ...], names_field: str) -> None:
+    for name, value in zip(obj.__slots__, state, strict=True):
+        setattr(obj, name, _names_in(value) if name == names_field else value)
+
+
 @dataclass(slots=True)
 class Summary:
     """What a call contributes to its cycle's columns (``_summarize``), from its event or its stored record."""
@@ -99,11 +111,10 @@ class Summary:
     bind_node: str = ""
 
     def __getstate__(self) -> tuple[Any, ...]:  # to the ingester from its preparing process
-        return tuple(_names_out(self.nodes) if name == "nodes" else getattr(self, name) for name in self.__slots__)
+        return _state_out(self, "nodes")
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
-        for name, value in zip(self.__slots__, state, strict=True):
-            setattr(self, name, _names_in(value) if name == "nodes" else value)
+        _state_in(self, state, "nodes")
 
     @classmethod
     def of_event(cls, event: VerbEvent, at: datetime) -> Summary:
@@ -240,11 +251,10 @@ class Prepared:
     """A prioritize's event (or its spool bytes), to prepare it again against another filter."""
 
     def __getstate__(self) -> tuple[Any, ...]:  # to the ingester from its preparing process
-        return tuple(_names_out(self.failed) if name == "failed" else getattr(self, name) for name in self.__slots__)
+        return _state_out(self, "failed")
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
-        for name, value in zip(self.__slots__, state, strict=True):
-            setattr(self, name, _names_in(value) if name == "failed" else value)
+        _state_in(self, state, "failed")
 
     @classmethod
     def of(cls, event: VerbEvent, *, facts: FilterFacts | None = None, source: bytes | None = None) -> Prepared:

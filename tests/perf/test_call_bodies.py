@@ -8,6 +8,7 @@ without metrics, unknown nodes, one or no passing node, preemption, NUL in strin
 from __future__ import annotations
 
 import math
+import pickle
 import random
 from typing import Any
 
@@ -183,6 +184,27 @@ def test_a_prioritize_ingested_after_its_filter_still_refers_to_it():
     assert decoded[3][5] == events[0].event_id  # Body.prioritize.filter_event
     assert any(raw and raw[0] == FILTER_TRAFFIC for raw in decoded[3][2])
     assert prioritize.record == record_of(events[1])
+
+
+def _through_a_process(value: Any) -> Any:
+    """What a preparing process hands back (``ProcessPoolExecutor`` pickles results): our own bytes, never input."""
+    return pickle.loads(pickle.dumps(value))  # noqa: S301
+
+
+def test_prepared_calls_come_back_from_a_preparing_process_field_for_field():
+    extender, cluster = demo_extender(40)
+    events = cycle_events(extender, cluster, random.Random(5), profile="default", mode="names")
+    sent = [ingest_prepare.prepare(event) for event in events]
+    assert sent[0].summary.nodes, "a filter's candidate list travels joined"
+    assert sent[0].failed, "and so does its list of failed nodes"
+    for original, back in zip(sent, _through_a_process(sent), strict=True):
+        for name in original.__slots__:
+            if name != "summary":
+                assert getattr(back, name) == getattr(original, name), name
+        for name in original.summary.__slots__:
+            assert getattr(back.summary, name) == getattr(original.summary, name), f"summary.{name}"
+    first, second = _through_a_process(sent[0]), _through_a_process(sent[0])
+    assert first.summary.nodes is second.summary.nodes, "a list received again is the same list"
 
 
 def body_plain(body: bytes) -> bytes:
