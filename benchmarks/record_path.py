@@ -229,12 +229,9 @@ def run(cycles: int, size_cycles: int, database_url: str | None = None) -> Recor
 
     appends, spool_bytes = backlog(cycle_templates, cycles, workdir / "spool")
     spool = Spool(workdir / "spool")
-    # As ``ingest_spool --follow`` runs: its preparing processes already started (a long-running ingester's are).
+    # As ``ingest_spool --follow`` drains a backlog: its preparing processes are started (and set up) beforehand.
     processes = settings.SCHEDLENS_INGEST_PREPARERS
     preparer = start_preparing_processes(processes) if processes else None
-    if preparer is not None:
-        for started_one in [preparer.submit(os.getpid) for _ in range(processes)]:
-            started_one.result()
     try:
         started = time.perf_counter()
         moved = spool_ingest(spool=spool, confirm_grace_seconds=0, preparer=preparer, ahead=max(2, processes))

@@ -29,6 +29,7 @@ from scheduler_core.simulator import (
     SyntheticCluster,
     make_pod,
 )
+from tests.faults.services import wait_for
 
 TRANSPORT_ERROR = 0
 """The status recorded for a call that got no HTTP answer at all."""
@@ -173,6 +174,10 @@ class PacedLoad:
 
     def run(self) -> LoadResult:
         return self.start().join()
+
+    def wait_started(self, pods: int, *, timeout: float = 60.0) -> None:
+        """Wait until ``pods`` pods (all threads) have started."""
+        wait_for(lambda: self.started >= pods, what=f"{pods} pods scheduled", timeout=timeout)
 
     def calls_so_far(self) -> int:
         return sum(len(per_thread) for per_thread in self._calls)

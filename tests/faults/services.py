@@ -66,6 +66,13 @@ def spool_ids(spool: Spool) -> SpoolIds:
     return SpoolIds(newest + 1 if oldest is None else int(oldest), newest)
 
 
+def wait_caught_up(spool: Spool, *, timeout: float = 60.0) -> None:
+    """Wait for every record spooled until now to have left the spool. Under a load that goes on, the spool is
+    empty only between two pods; an ingester stuck (after an outage, a crash) never gets past this."""
+    newest = spool_ids(spool).newest
+    wait_for(lambda: spool_ids(spool).oldest > newest, what="the ingester to catch up", timeout=timeout)
+
+
 def database_url(db: Mapping[str, object], *, port: int | None = None) -> str:
     """A ``DATABASE_URL`` for Django's ``DATABASES['default']`` dict (the test database), optionally via ``port``."""
     user = str(db.get("USER") or "")

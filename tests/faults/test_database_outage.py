@@ -17,7 +17,7 @@ from dashboard.services.audit import audit_chain_verify
 from dashboard.spool import Spool
 from scheduler_core.simulator import SyntheticCluster
 from tests.faults.load import PacedLoad
-from tests.faults.services import Gunicorn, database_url, manage, spool_ids, wait_for
+from tests.faults.services import Gunicorn, database_url, manage, wait_caught_up, wait_for
 from tests.faults.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -48,37 +48,28 @@ def test_verbs_answer_through_a_database_outage_and_every_record_lands_once_in_o
         # Bounded (it stops by itself after MAX_PODS), and stopped once the phases below are done.
         load = PacedLoad(f"{server.url}/extender/default", cluster, rate=RATE, pods=MAX_PODS).start()
 
-        def after(pods: int) -> None:
-            wait_for(lambda: load.started >= pods, what=f"{pods} pods scheduled", timeout=60)
-
-        def caught_up() -> None:
-            # The load goes on, so the spool is empty only between two pods: wait instead for every record spooled
-            # until now to have left it (ids only grow), which an ingester stuck after the outage never does.
-            newest = spool_ids(spool).newest
-            wait_for(lambda: spool_ids(spool).oldest > newest, what="the ingester to catch up", timeout=60)
-
         def drained() -> None:
             wait_for(lambda: spool.depth() == 0, what="the ingester to drain the spool", timeout=60)
 
         try:
-            after(PHASE_PODS)
-            caught_up()
+            load.wait_started(PHASE_PODS)
+            wait_caught_up(spool)
 
             proxy.mode = "refuse"  # PostgreSQL unreachable: connections refused
             start = load.started
-            after(start + PHASE_PODS)
+            load.wait_started(start + PHASE_PODS)
             assert spool.depth() >= PHASE_PODS, "records wait in the spool while the database is unreachable"
             proxy.mode = "pass"
-            caught_up()
+            wait_caught_up(spool)
 
             proxy.mode = "reset"  # every open connection torn down (a restart, a failover)
             proxy.mode = "pass"
-            after(load.started + PHASE_PODS)
-            caught_up()
+            load.wait_started(load.started + PHASE_PODS)
+            wait_caught_up(spool)
 
             proxy.mode = "hang"  # connections stay open, nothing answers (SIGSTOP, a black hole)
             start = load.started
-            after(start + PHASE_PODS)
+            load.wait_started(start + PHASE_PODS)
             assert spool.depth() >= PHASE_PODS, "records wait in the spool while the database hangs"
             proxy.mode = "pass"
             load.stop.set()

@@ -18,7 +18,7 @@ from dashboard.services.audit import audit_chain_verify
 from dashboard.spool import Spool
 from scheduler_core.simulator import SyntheticCluster
 from tests.faults.load import PacedLoad
-from tests.faults.services import Gunicorn, Process, children, database_url, manage, spool_ids, wait_for
+from tests.faults.services import Gunicorn, Process, children, database_url, manage, wait_caught_up, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -58,21 +58,14 @@ def test_a_killed_preparing_process_is_replaced_and_every_record_lands_once_in_o
     spool = Spool(env["SCHEDLENS_SPOOL_DIR"])
     load = PacedLoad(f"{server.url}/extender/default", cluster, rate=RATE, pods=4000).start()
 
-    def after(pods: int) -> None:
-        wait_for(lambda: load.started >= pods, what=f"{pods} pods scheduled", timeout=60)
-
-    def caught_up() -> None:
-        newest = spool_ids(spool).newest
-        wait_for(lambda: spool_ids(spool).oldest > newest, what="the ingester to catch up", timeout=60)
-
     try:
-        after(PHASE_PODS)
-        caught_up()
+        load.wait_started(PHASE_PODS)
+        wait_caught_up(spool)
         before = wait_for(lambda: preparing_processes(ingester), what="the preparing processes", timeout=30)
 
         os.kill(before[0], signal.SIGKILL)
-        after(load.started + PHASE_PODS)
-        caught_up()
+        load.wait_started(load.started + PHASE_PODS)
+        wait_caught_up(spool)
         replaced = preparing_processes(ingester)
         load.stop.set()
         result = load.join(timeout=60)
