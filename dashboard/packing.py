@@ -348,7 +348,9 @@ def _filter_body(part: FilterRecord, response: bytes, facts: list[FilterFacts | 
     )
 
 
-def _prioritize_body(part: PrioritizeRecord, response: bytes, facts: FilterFacts | None) -> PrioritizeBody:
+def _prioritize_body(
+    part: PrioritizeRecord, response: bytes, facts: FilterFacts | None, *, answer_derived: bool = False
+) -> PrioritizeBody:
     nodes_passed = facts is not None and _msgpack.encode(part.nodes) == facts.passed
     referenced = False
     scores: list[Column] = []
@@ -374,7 +376,8 @@ def _prioritize_body(part: PrioritizeRecord, response: bytes, facts: FilterFacts
             extender = bytes(part.extender)
         except (ValueError, TypeError):  # not 0..255 (never from the engine): as they are
             extender = list(part.extender)
-    derived_answer = encode_host_priorities(part.nodes, part.extender) == response
+    # ``answer_derived``: the event says so (``VerbEvent.answer_derived``); its answer was written from the record.
+    derived_answer = answer_derived or encode_host_priorities(part.nodes, part.extender) == response
     slim = PrioritizeRecord(nodes=[] if nodes_passed else part.nodes, plugins=slim_plugins, final=[], extender=[])
     return PrioritizeBody(
         record=_json.encode(slim),
@@ -423,7 +426,9 @@ def body_encode_with_facts(
     if event.filter is not None:
         body.filter = _filter_body(event.filter, response, facts)
     elif event.prioritize is not None:
-        body.prioritize = _prioritize_body(event.prioritize, response, filter_facts)
+        body.prioritize = _prioritize_body(
+            event.prioritize, response, filter_facts, answer_derived=event.answer_derived
+        )
     else:
         part = event.bind or event.preempt
         body.record = _json.encode(part) if part is not None else b"{}"

@@ -285,6 +285,7 @@ class Extender:
             node_mode=mode,
             prioritize=record,
             response=msgspec.Raw(answer),
+            answer_derived=True,  # the answer above is exactly ``record``'s hosts and extender scores
             **self._pod_fields(pod),
         )
         return VerbResult(200, answer, event)

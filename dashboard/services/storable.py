@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from scheduler_core.record import SPOOL_BINARY, VerbEvent
+from scheduler_core.record import SPOOL_BINARY_FORMS, VerbEvent
 
 NUL = "\x00"
 NUL_SHOWN = "\u2400"
@@ -124,8 +124,9 @@ def has_nul(event: VerbEvent) -> bool:
 
 def event_storable(event: VerbEvent, raw: bytes) -> VerbEvent:
     """``event`` (decoded from the spool bytes ``raw``) with NUL replaced and over-long names cut (see above)."""
+    original = event
     # msgspec writes every NUL of a JSON record as this escape: no escape, no NUL anywhere.
-    nul = has_nul(event) if raw.startswith(SPOOL_BINARY) else b"\\u0000" in raw
+    nul = has_nul(event) if raw.startswith(SPOOL_BINARY_FORMS) else b"\\u0000" in raw
     if nul:
         fields = {k: v for k, v in msgspec.structs.asdict(event).items() if k != "response"}
         response = msgspec.json.encode(_without_nul(msgspec.json.decode(event.response)))
@@ -136,4 +137,7 @@ def event_storable(event: VerbEvent, raw: bytes) -> VerbEvent:
         event = msgspec.structs.replace(event, **fields)
     if max(map(len, _node_names(event)), default=0) > NAME_LIMIT:
         event = _clip_names(event)
+    if event is not original and event.answer_derived:
+        # The answer holds the names as sent: it is no longer what the changed record derives.
+        event = msgspec.structs.replace(event, answer_derived=False)
     return event

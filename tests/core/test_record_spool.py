@@ -7,9 +7,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from scheduler_core.compression import compressor
+from scheduler_core.compression import compressor, decompressor
 from scheduler_core.record import (
     SPOOL_BINARY,
+    SPOOL_BINARY_DERIVED,
     SPOOL_FIELDS,
     BindRecord,
     FilterRecord,
@@ -53,8 +54,9 @@ EVERY_FIELD: dict[str, Any] = {
     ),
     "bind": BindRecord(node="a", detail="bound", api_status=201, simulated=True),
     "preempt": PreemptRecord(candidates=["a"], kept=["a"], dropped={"b": "why"}),
-    "response": msgspec.Raw(b'{"Error":"x"}'),
+    "response": msgspec.Raw(b'[{"Host":"a","Score":5}]'),  # the prioritize part's hosts and scores: derived
     "server": "host:1",
+    "answer_derived": True,
 }
 """A value for every field of ``VerbEvent``, none of them its default."""
 
@@ -91,7 +93,8 @@ def test_every_field_of_a_verb_event_survives_the_binary_spool_form() -> None:
         assert getattr(event, name) != getattr(defaults, name), name
 
     data = encode_event(event)
-    assert data.startswith(SPOOL_BINARY)
+    assert data.startswith(SPOOL_BINARY_DERIVED)
+    assert bytes(event.response) not in decompressor().decompress(data[len(SPOOL_BINARY_DERIVED) :])
     back = decode_event(data)
     for name in names:
         assert getattr(back, name) == getattr(event, name), name
@@ -102,12 +105,16 @@ def test_every_field_of_a_verb_event_survives_the_binary_spool_form() -> None:
 def test_the_spool_form_keeps_the_positions_of_records_already_spooled() -> None:
     assert SPOOL_FIELDS[: len(SPOOLED_LAYOUT)] == SPOOLED_LAYOUT
     # A record as the previous, hand-written form wrote it: the fields' values by position, the answer as bytes.
-    event = VerbEvent(**EVERY_FIELD)
+    event = VerbEvent(**{**EVERY_FIELD, "answer_derived": False})
     values = [getattr(event, name) for name in SPOOLED_LAYOUT]
     values[SPOOLED_LAYOUT.index("response")] = bytes(event.response)
     data = SPOOL_BINARY + compressor(-1).compress(msgspec.msgpack.encode(values))
     assert decode_event(data) == event
-    assert encode_event(event) == data
+
+    def positions(record: bytes) -> list[Any]:
+        return list(msgspec.msgpack.decode(decompressor().decompress(record[len(SPOOL_BINARY) :])))
+
+    assert positions(encode_event(event))[: len(SPOOLED_LAYOUT)] == positions(data)
 
 
 @pytest.mark.parametrize("verb", ["bind", "refused"])
@@ -119,3 +126,20 @@ def test_a_call_without_a_per_node_record_stays_json(verb: str) -> None:
     data = encode_event(event)
     assert data.startswith(b"{")
     assert decode_event(data) == event
+
+
+def test_an_answer_not_derived_from_the_record_is_spooled_as_it_was_sent() -> None:
+    # A prioritize answered otherwise (not by the verb's own encoding) keeps its bytes in the spool.
+    event = VerbEvent(**{**EVERY_FIELD, "answer_derived": False, "response": msgspec.Raw(b'[{"Host":"a","Score":7}]')})
+    data = encode_event(event)
+    assert data.startswith(SPOOL_BINARY)
+    assert decode_event(data) == event
+
+
+def test_a_record_without_its_answer_and_without_a_prioritize_part_is_refused() -> None:
+    values = [EVERY_FIELD[name] for name in SPOOL_FIELDS]
+    values[SPOOL_FIELDS.index("prioritize")] = None
+    values[SPOOL_FIELDS.index("response")] = b""
+    data = SPOOL_BINARY_DERIVED + compressor(-1).compress(msgspec.msgpack.encode(values))
+    with pytest.raises(msgspec.DecodeError, match="no prioritize part"):
+        decode_event(data)

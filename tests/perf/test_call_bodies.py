@@ -277,6 +277,9 @@ def test_over_long_node_names_are_cut_alike_in_filter_and_prioritize():
     cut = filter_call.record["nodes"][0]
     assert len(cut) == NAME_LIMIT
     assert prioritize_call.record["nodes"][0] == cut
+    # The answer as sent, with the name whole: not one derived again from the record's cut names.
+    assert prioritize_call.response == msgspec.json.decode(events[1].response)
+    assert prioritize_call.response[0]["Host"] == long
     if connection.vendor == "postgresql":
         assert NodePosting.objects.filter(node=cut).exists()
 
