@@ -224,7 +224,8 @@ def _plugin_record(
 ) -> PluginScores:
     columns = _columns(result.scores)
     raws = list(columns.raws) if columns.raws is not None else []
-    unmeasured_count = raws.count(None)  # counted once: comparing each float with None is the slow path
+    # Counted once (comparing each float with None is the slow path), or not at all when the plugin knows.
+    unmeasured_count = columns.unmeasured if columns.unmeasured is not None and raws else raws.count(None)
     herd_bytes = list(columns.herd_bytes) if any(columns.herd_bytes) else []
     notes: dict[str, str] = {}
     # A plugin that does not apply says why once (``note``); the explanation falls back to it for every node,

@@ -75,4 +75,4 @@ class ImageLocality:
         values = counts * 100.0 / total
         present: list[int] = counts.tolist()
         raws: list[float] = counts.astype(np.float64).tolist()
-        return ScoreResult(ScoreColumns(values.tolist(), raws, _PresentDetails(present, total)))
+        return ScoreResult(ScoreColumns(values.tolist(), raws, _PresentDetails(present, total), unmeasured=0))

@@ -82,9 +82,10 @@ def _scores(names: list[str], tables: tuple[dict[str, float], dict[str, float]])
     raws: list[float | None] = list(map(means.get, names))
     values = list(map(clamped.get, names, repeat(0.0)))
     details = None
-    if None in raws:
+    unmeasured = raws.count(None)  # once per candidate list and table (the result is shared), not per call
+    if unmeasured:
         details = [NO_CR.reason if raw is None else "" for raw in raws]
-    return ScoreResult(ScoreColumns(values, raws, details))
+    return ScoreResult(ScoreColumns(values, raws, details, unmeasured=unmeasured))
 
 
 def _verdict(wanted: tuple[str, ...], spec: NodeResourcesSpec, cache: dict[tuple[str, ...], Verdict]) -> Verdict:

@@ -164,6 +164,9 @@ class NetworkTraffic:
             columns = ScoreColumns([missing_score] * count, None, [reading.missing_reason] * count)
             return ScoreResult(columns, note=reading.note, metric_age_seconds=reading.age_seconds)
         raws = node_bytes(ctx, reading.snapshot, nodes)
+        unmeasured = shared_column(
+            ctx.shared, ("unmeasured", reading.snapshot.query), (raws,), lambda: raws.count(None)
+        )
         herd = HerdEstimator(
             self.args.assumed_bytes_per_pod, self.args.herd_decay_seconds or ctx.binds.default_decay_seconds
         )
@@ -180,7 +183,7 @@ class NetworkTraffic:
             if candidate.any():
                 times = np.asarray(binds.times, dtype=np.float64)[candidate]
                 column = herd.extra_bytes_at(at[candidate], times, ctx.now, len(nodes))
-                if None in raws:  # a node without a series gets no herd bytes: it is scored as missing
+                if unmeasured:  # a node without a series gets no herd bytes: it is scored as missing
                     column[[i for i, raw in enumerate(raws) if raw is None]] = 0.0
                     herd_column = column.tolist()
                     pairs = zip(raws, herd_column, strict=True)
@@ -192,7 +195,7 @@ class NetworkTraffic:
         # strings per call is the single largest cost of a large prioritize. The arithmetic runs in C (map)
         # when every node has a series, with the same operations in the same order as the loop below.
         details: list[str] | None = None
-        if None in effective:
+        if unmeasured:  # ``effective`` is None where ``raws`` is
             known = [value for value in effective if value is not None]
             highest = max(known, default=0.0)
             factor = 100.0 / highest if highest > 0 else 0.0
@@ -206,7 +209,7 @@ class NetworkTraffic:
         note = reading.note
         if herd.enabled and ctx.binds.note:
             note = "; ".join(part for part in (note, ctx.binds.note) if part)
-        columns = ScoreColumns(values, raws, details, herd_column)
+        columns = ScoreColumns(values, raws, details, herd_column, unmeasured)
         return ScoreResult(columns, note=note, metric_age_seconds=reading.age_seconds)
 
 

@@ -37,15 +37,14 @@ def context(pod: dict, cluster: StaticCluster | None = None, traffic=None) -> Cy
     )
 
 
-CR_CLUSTER = StaticCluster(
-    node_resources={
-        "gpu-node": NodeResourcesSpec({"example.com/gpu": True}, {"example.com/gpu": 80}),
-        "plain-node": NodeResourcesSpec({"example.com/gpu": False}, {}),
-        "hot-node": NodeResourcesSpec(
-            {"example.com/gpu": True, "example.com/nic": True}, {"example.com/gpu": 150, "example.com/nic": 90}
-        ),
-    }
-)
+CR_SPECS = {
+    "gpu-node": NodeResourcesSpec({"example.com/gpu": True}, {"example.com/gpu": 80}),
+    "plain-node": NodeResourcesSpec({"example.com/gpu": False}, {}),
+    "hot-node": NodeResourcesSpec(
+        {"example.com/gpu": True, "example.com/nic": True}, {"example.com/gpu": 150, "example.com/nic": 90}
+    ),
+}
+CR_CLUSTER = StaticCluster(node_resources=CR_SPECS)
 
 
 @pytest.mark.parametrize(
@@ -170,3 +169,25 @@ profiles:
     }
     assert record.details["gpu-node"]["TrafficThreshold"] == "30.0 kB/s over the last 5 min"
     assert record.traffic_bytes == [9e6, 7e6, 1.0, None]
+
+
+@pytest.mark.parametrize("calls", [1, 2], ids=["first-call", "candidate-list-seen-before"])
+def test_a_prioritize_records_which_nodes_have_no_noderesources_object(calls: int):
+    # The plugin counts its unmeasured nodes once per candidate list and table: the record must say the same
+    # on a call that reuses them as on the first.
+    profiles = load_profiles(
+        "profiles:\n- name: cr\n  plugins:\n    score:\n"
+        "      enabled: [{name: NodeResourceFitByCR, weight: 1}]\n      disabled: [{name: '*'}]\n"
+    )
+    cluster = StaticCluster([NodeInfo(n) for n in ("gpu-node", "x", "hot-node", "y")], CR_SPECS)
+    extender = Extender(profiles, cluster=cluster, traffic=traffic_store({}), binder=SimulatedBinder())
+    body = encode(
+        {"Pod": make_pod({"example.com/gpu": "1"}), "Nodes": None, "NodeNames": ["gpu-node", "x", "hot-node", "y"]}
+    )
+    for _ in range(calls):
+        record = extender.prioritize("cr", body).event.prioritize
+    assert record is not None
+    (plugin,) = record.plugins
+    assert plugin.raw == [80.0, None, 150.0, None]
+    assert plugin.notes == {"x": "no NodeResources object for node", "y": "no NodeResources object for node"}
+    assert plugin.scores == [80.0, 0.0, 100.0, 0.0]
