@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import compress, filterfalse
-from operator import attrgetter, itemgetter, not_
+from itertools import compress, filterfalse, repeat
+from operator import attrgetter, is_, itemgetter, not_
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -220,25 +221,22 @@ def _columns(scores: Sequence[NodeScore]) -> ScoreColumns:
 
 
 def _plugin_record(
-    scorer_name: str, weight: int, result: ScoreResult, names: list[str], values: Floats
+    scorer_name: str, weight: int, result: ScoreResult, names: list[str], values: Floats, shared: dict[Hashable, Any]
 ) -> PluginScores:
     columns = _columns(result.scores)
     raws = list(columns.raws) if columns.raws is not None else []
     # Counted once (comparing each float with None is the slow path), or not at all when the plugin knows.
     unmeasured_count = columns.unmeasured if columns.unmeasured is not None and raws else raws.count(None)
     herd_bytes = list(columns.herd_bytes) if any(columns.herd_bytes) else []
-    notes: dict[str, str] = {}
     # A plugin that does not apply says why once (``note``); the explanation falls back to it for every node,
     # so the same sentence is not stored once per node (half the record of a 1000-node prioritize).
     same_as_note = result.note if not result.applicable else None
-    if columns.details is not None and not (
-        isinstance(columns.details, list) and columns.details.count(same_as_note) == len(columns.details)
-    ):
-        unmeasured: Sequence[int] = range(len(names))
-        if raws:
-            unmeasured = [i for i, raw in enumerate(raws) if raw is None] if unmeasured_count else []
-        details = columns.details
-        notes = {names[i]: details[i] for i in unmeasured if details[i] and details[i] != same_as_note}
+    notes: dict[str, str] = {}
+    if columns.details is not None:
+        # A function of columns a plugin may keep per candidate list (NodeResourceFitByCR's): made once with them.
+        make = partial(_notes, columns.details, raws, unmeasured_count, same_as_note, names)
+        sources = (columns.details, columns.raws, names, same_as_note)
+        notes = shared_column(shared, ("notes", scorer_name), sources, make)
     return PluginScores(
         name=scorer_name,
         weight=weight,
@@ -252,6 +250,19 @@ def _plugin_record(
     )
 
 
+def _notes(
+    details: Sequence[str], raws: list[float | None], unmeasured_count: int, same_as_note: str | None, names: list[str]
+) -> dict[str, str]:
+    """Node → why it scored what it did, for the nodes without a raw figure (every node, for a plugin without raws)
+    whose reason is not the plugin's own ``note``; shared with the records: never mutated."""
+    if isinstance(details, list) and details.count(same_as_note) == len(details):
+        return {}
+    unmeasured: Sequence[int] = range(len(names))
+    if raws:
+        unmeasured = list(compress(range(len(raws)), map(is_, raws, repeat(None)))) if unmeasured_count else []
+    return {names[i]: details[i] for i in unmeasured if details[i] and details[i] != same_as_note}
+
+
 def run_prioritize(profile: Profile, ctx: CycleContext, nodes: Sequence[NodeInfo]) -> PrioritizeRecord:
     """Weighted mean of the applicable score plugins, then the extender's 0..10 scale."""
     names = candidate_names(ctx, nodes)
@@ -263,7 +274,7 @@ def run_prioritize(profile: Profile, ctx: CycleContext, nodes: Sequence[NodeInfo
     for scorer in profile.scorers:
         result = scorer.plugin.score(ctx, nodes)
         values = np.asarray(_columns(result.scores).values, dtype=np.float64)
-        plugin_records.append(_plugin_record(scorer.plugin.name, scorer.weight, result, names, values))
+        plugin_records.append(_plugin_record(scorer.plugin.name, scorer.weight, result, names, values, ctx.shared))
         if not result.applicable:
             continue
         total_weight += scorer.weight
