@@ -420,7 +420,7 @@ def body_encode_with_facts(
 ) -> tuple[bytes, FilterFacts | None]:
     """:func:`body_encode`, and for a filter call what a prioritize of its cycle may refer to (as
     :func:`filter_facts` gives it)."""
-    response = bytes(event.response)
+    response = bytes(event.response)  # empty for a derived answer decoded without it: never read then
     body = Body(node_mode=event.node_mode, error_path=event.error_path)
     facts: list[FilterFacts | None] = []
     if event.filter is not None:

@@ -26,7 +26,7 @@ from dashboard.models import VerbCall
 from dashboard.packing import FilterFacts, NulInRecordError, body_encode_with_facts, filter_facts, pack
 from dashboard.services.storable import event_storable
 from dashboard.spool import SpoolRow
-from scheduler_core.record import VerbEvent, decode_event
+from scheduler_core.record import VerbEvent, answer_of, decode_event
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +279,7 @@ class Prepared:
         )
         if body is None:
             prepared.record_json = pack(record_of(event))
-            prepared.response_json = pack(msgspec.json.decode(event.response))
+            prepared.response_json = pack(msgspec.json.decode(answer_of(event)))
         if event.filter is not None:
             prepared.failed = list(event.filter.failures)
             if event.http_status == 200:
@@ -293,7 +293,9 @@ class Prepared:
         """This prioritize prepared again, referring to ``facts`` (another filter) or to none."""
         source = self.source
         assert source is not None
-        event = event_storable(decode_event(source), source) if isinstance(source, bytes) else source
+        event = (
+            event_storable(decode_event(source, derive_answer=False), source) if isinstance(source, bytes) else source
+        )
         return Prepared.of(event, facts=facts, source=source if isinstance(source, bytes) else None)
 
 
@@ -323,7 +325,7 @@ def settled(rows: list[SpoolRow], grace_seconds: float) -> list[tuple[SpoolRow, 
     now = time.time()
     for row in rows:
         try:
-            event = event_storable(decode_event(row.data), row.data)
+            event = event_storable(decode_event(row.data, derive_answer=False), row.data)
         except (msgspec.DecodeError, zstandard.ZstdError) as exc:
             log.error("spool row %s is not a verb record (%s); set aside in the spool's rejected table", row.id, exc)
             ready.append((row, None))

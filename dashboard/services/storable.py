@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from scheduler_core.record import SPOOL_BINARY_FORMS, VerbEvent
+from scheduler_core.record import SPOOL_BINARY_FORMS, VerbEvent, answer_of
 
 NUL = "\x00"
 NUL_SHOWN = "\u2400"
@@ -129,7 +129,7 @@ def event_storable(event: VerbEvent, raw: bytes) -> VerbEvent:
     nul = has_nul(event) if raw.startswith(SPOOL_BINARY_FORMS) else b"\\u0000" in raw
     if nul:
         fields = {k: v for k, v in msgspec.structs.asdict(event).items() if k != "response"}
-        response = msgspec.json.encode(_without_nul(msgspec.json.decode(event.response)))
+        response = msgspec.json.encode(_without_nul(msgspec.json.decode(answer_of(event))))
         event = msgspec.convert(_without_nul(msgspec.to_builtins(fields)), VerbEvent)
         event = msgspec.structs.replace(event, response=msgspec.Raw(response))
     fields = {name: clip(getattr(event, name), limit) for name, limit in TOP_LIMITS.items()}
@@ -139,5 +139,6 @@ def event_storable(event: VerbEvent, raw: bytes) -> VerbEvent:
         event = _clip_names(event)
     if event is not original and event.answer_derived:
         # The answer holds the names as sent: it is no longer what the changed record derives.
-        event = msgspec.structs.replace(event, answer_derived=False)
+        answer = event.response if nul else msgspec.Raw(answer_of(original))
+        event = msgspec.structs.replace(event, answer_derived=False, response=answer)
     return event

@@ -18,6 +18,7 @@ from scheduler_core.record import (
     PreemptRecord,
     PrioritizeRecord,
     VerbEvent,
+    answer_of,
     decode_event,
     encode_event,
 )
@@ -143,3 +144,11 @@ def test_a_record_without_its_answer_and_without_a_prioritize_part_is_refused() 
     data = SPOOL_BINARY_DERIVED + compressor(-1).compress(msgspec.msgpack.encode(values))
     with pytest.raises(msgspec.DecodeError, match="no prioritize part"):
         decode_event(data)
+
+
+def test_the_ingester_s_decoding_leaves_a_derived_answer_unwritten_until_asked() -> None:
+    event = VerbEvent(**EVERY_FIELD)
+    lazy = decode_event(encode_event(event), derive_answer=False)
+    assert bytes(lazy.response) == b""
+    assert answer_of(lazy) == bytes(event.response)
+    assert msgspec.structs.replace(lazy, response=event.response) == event

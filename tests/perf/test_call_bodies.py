@@ -238,6 +238,28 @@ def test_nul_anywhere_in_a_binary_spooled_record_is_stored_visible(tmp_path):
 
 
 @pytest.mark.django_db
+def test_nul_in_a_node_name_of_a_prioritize_spooled_without_its_answer_is_stored_visible_in_the_answer(tmp_path):
+    nodes = [NodeInfo("node-1"), NodeInfo("node\x002")]
+    extender = Extender(
+        load_profiles(None),
+        cluster=StaticCluster(nodes),
+        traffic=traffic_store({"node-1": 1e6, "node\x002": 2e6}),
+        binder=SimulatedBinder(),
+        clock=lambda: NOW,
+    )
+    pod = {"metadata": {"name": "p", "namespace": "n", "uid": "uid-nul"}}
+    body = msgspec.json.encode({"Pod": pod, "Nodes": None, "NodeNames": ["node-1", "node\x002"]})
+    scored = extender.prioritize("default", body).event
+    assert scored.answer_derived
+    spool = Spool(tmp_path)
+    spool.append(encode_event(scored))
+    assert spool_ingest(spool=spool, confirm_grace_seconds=0) == 1
+    call = VerbCall.objects.get()
+    assert [host["Host"] for host in call.response] == ["node-1", f"node{NUL_SHOWN}2"]
+    assert call.record["nodes"] == ["node-1", f"node{NUL_SHOWN}2"]
+
+
+@pytest.mark.django_db
 def test_a_backlog_ingested_in_many_small_batches_reads_back_exactly_and_chains(tmp_path):
     # Each batch is prepared while the one before is written: every record lands once, and reads back exactly.
     extender, cluster = demo_extender(30)
