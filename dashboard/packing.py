@@ -300,6 +300,24 @@ def _passed_positions(nodes: Sequence[str], failures: Mapping[str, Any]) -> list
     return list(map(not_, map(failures.__contains__, nodes)))
 
 
+_POSITIONS_KEPT = 64
+_positions: dict[tuple[int, int], tuple[Sequence[str], Mapping[str, Any], list[bool]]] = {}
+
+
+def _passing(nodes: Sequence[str], failures: Mapping[str, Any]) -> list[bool]:
+    """:func:`_passed_positions`, once per pair of objects: the spool's reader hands the same (never mutated) node
+    list and failures map for a candidate list and outcome it has seen (``scheduler_core.record``)."""
+    key = (id(nodes), id(failures))
+    found = _positions.get(key)
+    if found is not None and found[0] is nodes and found[1] is failures:
+        return found[2]
+    passing = _passed_positions(nodes, failures)
+    if len(_positions) >= _POSITIONS_KEPT:
+        _positions.clear()
+    _positions[key] = (nodes, failures, passing)  # holding both keeps their ids from being reused
+    return passing
+
+
 def filter_facts(event_id: str, part: FilterRecord) -> FilterFacts | None:
     """What a later prioritize of the same cycle may refer to (see :class:`FilterFacts`); None: nothing."""
     if part.passed != list(filterfalse(part.failures.__contains__, part.nodes)):
@@ -312,7 +330,7 @@ def filter_facts(event_id: str, part: FilterRecord) -> FilterFacts | None:
 
 def _filter_body(part: FilterRecord, response: bytes, facts: list[FilterFacts | None] | None = None) -> FilterBody:
     failures = part.failures
-    passing = _passed_positions(part.nodes, failures)  # one pass over the nodes for both uses below
+    passing = _passing(part.nodes, failures)  # one pass over the nodes for both uses below (read only)
     passed_derived = part.passed == list(compress(part.nodes, passing))
     if facts is not None and passed_derived:
         traffic = b""

@@ -108,6 +108,87 @@ class VerbEvent(msgspec.Struct, omit_defaults=True, gc=False):
     writes them (the verb answered exactly that): the spool leaves the answer out and writes it again on reading."""
 
 
+_SHARED_LISTS: dict[str, frozenset[str]] = {
+    "FilterRecord": frozenset({"nodes", "passed", "unresolvable", "failures"}),
+    "PrioritizeRecord": frozenset({"nodes"}),
+}
+"""Per-node parts the spool's reader takes whole as bytes and decodes once per distinct value (:func:`_shared`)."""
+_EMPTY_ARRAY = b"\x90"
+_EMPTY_MAP = b"\x80"
+
+
+def _reading_form(record: type[msgspec.Struct]) -> type[msgspec.Struct]:
+    """``record`` as the spool's reader decodes it: the parts named in :data:`_SHARED_LISTS` left as MessagePack."""
+    shared = _SHARED_LISTS[record.__name__]
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    for info in msgspec.structs.fields(record):
+        if info.name in shared:
+            if info.default is msgspec.NODEFAULT and info.default_factory is msgspec.NODEFAULT:
+                fields.append((info.name, msgspec.Raw))
+            else:  # what the writer leaves out (omit_defaults) is the empty list or map
+                fields.append(
+                    (info.name, msgspec.Raw, msgspec.Raw(_EMPTY_MAP if info.name == "failures" else _EMPTY_ARRAY))
+                )
+        elif info.default is not msgspec.NODEFAULT:
+            fields.append((info.name, info.type, info.default))
+        elif info.default_factory is not msgspec.NODEFAULT:
+            fields.append((info.name, info.type, msgspec.field(default_factory=info.default_factory)))
+        else:
+            fields.append((info.name, info.type))
+    return msgspec.defstruct(f"Spooled{record.__name__}", fields, gc=False, module=__name__)
+
+
+SHARED_KEPT = 64
+"""Distinct lists and maps the reader keeps decoded (a candidate list and a filter's outcome repeat across pods)."""
+_shared_values: dict[bytes, Any] = {}
+_names_decoder = msgspec.msgpack.Decoder(list[str])
+_failures_decoder = msgspec.msgpack.Decoder(dict[str, dict[str, str]])
+
+
+def _shared(raw: msgspec.Raw, decoder: msgspec.msgpack.Decoder[Any]) -> Any:
+    """``raw`` decoded, the same object for the same bytes: never mutated by anyone (as the verbs' node lists).
+
+    A 1000-node list is ~1000 new strings to decode, hash and free per record; found again by its bytes, it is one
+    hash of ~10 KB, and its strings keep theirs for every lookup the ingester makes with them.
+    """
+    data = bytes(raw)
+    if data == _EMPTY_ARRAY:
+        return []
+    if data == _EMPTY_MAP:
+        return {}
+    found = _shared_values.get(data)
+    if found is None:
+        found = decoder.decode(data)  # a list's and a map's bytes never start alike: one table serves both
+        if len(_shared_values) >= SHARED_KEPT:
+            _shared_values.clear()
+        _shared_values[data] = found
+    return found
+
+
+def _filter_read(spooled: Any) -> FilterRecord:
+    values = list(msgspec.structs.astuple(spooled))
+    for position, decoder in _FILTER_SHARED:
+        values[position] = _shared(values[position], decoder)
+    return FilterRecord(*values)
+
+
+def _prioritize_read(spooled: Any) -> PrioritizeRecord:
+    values = list(msgspec.structs.astuple(spooled))
+    values[_PRIORITIZE_NODES] = _shared(values[_PRIORITIZE_NODES], _names_decoder)
+    return PrioritizeRecord(*values)
+
+
+_FILTER_FIELDS = [info.name for info in msgspec.structs.fields(FilterRecord)]
+_FILTER_SHARED = [
+    (_FILTER_FIELDS.index(name), _failures_decoder if name == "failures" else _names_decoder)
+    for name in sorted(_SHARED_LISTS["FilterRecord"])
+]
+_PRIORITIZE_NODES = [info.name for info in msgspec.structs.fields(PrioritizeRecord)].index("nodes")
+_SpooledFilter = _reading_form(FilterRecord)
+_SpooledPrioritize = _reading_form(PrioritizeRecord)
+_READ_AS = {"filter": _SpooledFilter | None, "prioritize": _SpooledPrioritize | None}
+
+
 def _spool_form() -> type[msgspec.Struct]:
     """A ``VerbEvent`` as the spool holds it in binary form: MessagePack, fields by position, answer as bytes.
 
@@ -119,6 +200,8 @@ def _spool_form() -> type[msgspec.Struct]:
     for info in msgspec.structs.fields(VerbEvent):
         if info.name == "response":
             fields.append((info.name, bytes, b"null"))
+        elif info.name in _READ_AS:
+            fields.append((info.name, _READ_AS[info.name], None))
         elif info.default is not msgspec.NODEFAULT:
             fields.append((info.name, info.type, info.default))
         elif info.default_factory is not msgspec.NODEFAULT:
@@ -133,6 +216,7 @@ SPOOL_FIELDS = tuple(info.name for info in msgspec.structs.fields(VerbEvent))
 """The binary spool form's fields, in their positions."""
 _RESPONSE = SPOOL_FIELDS.index("response")
 _PRIORITIZE = SPOOL_FIELDS.index("prioritize")
+_FILTER = SPOOL_FIELDS.index("filter")
 
 
 SPOOL_BINARY = b"SLR\x01"
@@ -188,6 +272,10 @@ def decode_event(data: bytes, *, derive_answer: bool = True) -> VerbEvent:
         return _json_decoder.decode(data)
     wire = _binary_decoder.decode(decompressor().decompress(memoryview(data)[len(SPOOL_BINARY) :]))
     values = list(msgspec.structs.astuple(wire))
+    if values[_FILTER] is not None:
+        values[_FILTER] = _filter_read(values[_FILTER])
+    if values[_PRIORITIZE] is not None:
+        values[_PRIORITIZE] = _prioritize_read(values[_PRIORITIZE])
     if derived:
         scored: PrioritizeRecord | None = values[_PRIORITIZE]
         if scored is None:

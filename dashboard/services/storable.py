@@ -16,6 +16,7 @@ Records without either (all of kube-scheduler's) pass through untouched, checked
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
 from typing import Any
 
 import msgspec
@@ -55,17 +56,35 @@ def _keys(mapping: dict[str, Any]) -> dict[str, Any]:
     return {clip(key, NAME_LIMIT): value for key, value in mapping.items()}
 
 
-def _node_names(event: VerbEvent) -> list[str]:
-    names: list[str] = []
+_LIST_FACTS_KEPT = 256
+_list_facts: dict[int, tuple[Collection[str], int, bool]] = {}
+
+
+def _facts(names: Collection[str]) -> tuple[int, bool]:
+    """The longest of ``names`` and whether one holds NUL, once per list or map object: the spool's reader hands the
+    same object for a node list it has seen (``scheduler_core.record``), and shared lists are never mutated."""
+    found = _list_facts.get(id(names))
+    if found is not None and found[0] is names:
+        return found[1], found[2]
+    longest, nul = max(map(len, names), default=0), "\x00" in "".join(names)
+    if len(_list_facts) >= _LIST_FACTS_KEPT:
+        _list_facts.clear()
+    _list_facts[id(names)] = (names, longest, nul)  # holding the object keeps its id from being reused
+    return longest, nul
+
+
+def _node_lists(event: VerbEvent) -> list[Collection[str]]:
+    """Every list of node names the ingester writes to a column (postings, node counts, the preferred node)."""
+    lists: list[Collection[str]] = []
     if event.filter is not None:
-        names += event.filter.nodes
+        lists.append(event.filter.nodes)
     if event.prioritize is not None:
-        names += event.prioritize.nodes
+        lists.append(event.prioritize.nodes)
     if event.bind is not None:
-        names.append(event.bind.node)
+        lists.append([event.bind.node])
     if event.preempt is not None:
-        names += event.preempt.candidates
-    return names
+        lists.append(event.preempt.candidates)
+    return lists
 
 
 def _clip_names(event: VerbEvent) -> VerbEvent:
@@ -111,10 +130,10 @@ def has_nul(event: VerbEvent) -> bool:
         event.error_path,
         event.server,
     ]
-    if (part := event.filter) is not None:
-        texts += [*part.nodes, *part.failures]
-    if (scored := event.prioritize) is not None:
-        texts += scored.nodes
+    if (part := event.filter) is not None and (_facts(part.nodes)[1] or _facts(part.failures)[1]):
+        return True
+    if (scored := event.prioritize) is not None and _facts(scored.nodes)[1]:
+        return True
     if (bound := event.bind) is not None:
         texts += [bound.node, bound.detail]
     if (preempt := event.preempt) is not None:
@@ -135,7 +154,7 @@ def event_storable(event: VerbEvent, raw: bytes) -> VerbEvent:
     fields = {name: clip(getattr(event, name), limit) for name, limit in TOP_LIMITS.items()}
     if any(fields[name] != getattr(event, name) for name in fields):
         event = msgspec.structs.replace(event, **fields)
-    if max(map(len, _node_names(event)), default=0) > NAME_LIMIT:
+    if max((_facts(names)[0] for names in _node_lists(event)), default=0) > NAME_LIMIT:
         event = _clip_names(event)
     if event is not original and event.answer_derived:
         # The answer holds the names as sent: it is no longer what the changed record derives.

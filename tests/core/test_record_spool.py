@@ -152,3 +152,35 @@ def test_the_ingester_s_decoding_leaves_a_derived_answer_unwritten_until_asked()
     assert bytes(lazy.response) == b""
     assert answer_of(lazy) == bytes(event.response)
     assert msgspec.structs.replace(lazy, response=event.response) == event
+
+
+def test_records_with_the_same_node_lists_read_back_equal_and_share_one_decoded_object() -> None:
+    # The ingester's reader decodes a repeated candidate list (and a repeated outcome) once.
+    first = VerbEvent(**{**EVERY_FIELD, "event_id": "e-1"})
+    second = VerbEvent(**{**EVERY_FIELD, "event_id": "e-2", "pod_uid": "uid-2"})
+    one, two = decode_event(encode_event(first)), decode_event(encode_event(second))
+    assert one == first
+    assert two == second
+    assert one.filter is not None
+    assert two.filter is not None
+    assert one.filter.nodes is two.filter.nodes
+    assert one.filter.failures is two.filter.failures
+    assert one.prioritize is not None
+    assert two.prioritize is not None
+    assert one.prioritize.nodes is two.prioritize.nodes
+    # An empty list is never shared: it is the one value someone might fill.
+    empty = decode_event(encode_event(VerbEvent(**{**EVERY_FIELD, "filter": FilterRecord(nodes=[], passed=[])})))
+    again = decode_event(encode_event(VerbEvent(**{**EVERY_FIELD, "filter": FilterRecord(nodes=[], passed=[])})))
+    assert empty.filter is not None
+    assert again.filter is not None
+    assert empty.filter.nodes == []
+    assert empty.filter.nodes is not again.filter.nodes
+
+
+def test_a_node_list_of_the_wrong_type_is_refused_when_read() -> None:
+    values = [EVERY_FIELD[name] for name in SPOOL_FIELDS]
+    values[SPOOL_FIELDS.index("filter")] = {"nodes": ["a", 7], "passed": ["a"]}
+    values[SPOOL_FIELDS.index("response")] = b"{}"
+    data = SPOOL_BINARY + compressor(-1).compress(msgspec.msgpack.encode(values))
+    with pytest.raises(msgspec.DecodeError):
+        decode_event(data)
