@@ -56,9 +56,17 @@ class RecordPathResult:
 
 
 def templates(count: int, nodes: int = 1000) -> list[list[bytes]]:
-    """``count`` real cycles as encoded spool records (filter, prioritize when 2+ nodes pass, bind)."""
+    """``count`` real cycles as encoded spool records (filter, prioritize when 2+ nodes pass, bind).
+
+    As in a cluster: one traffic snapshot for the lot, and the herd estimate on (each bind raises its node's traffic
+    for the pods after it, 5 ms apart: 200 pods/s), so NetworkTraffic's scores and the final scores differ from
+    cycle to cycle while the candidate list and the snapshot's figures repeat. ``backlog`` cycles through them: ask
+    for as many as the backlog has cycles, or the ingester sees the same few records again and again.
+    """
+    from dashboard.traffic.view import LocalInputs
     from scheduler_core.binding import SimulatedBinder
     from scheduler_core.cluster import StaticCluster
+    from scheduler_core.herd import InMemoryBindLog
     from scheduler_core.profiles import load_profiles
     from scheduler_core.record import encode_event
     from scheduler_core.simulator import make_cluster, make_pod
@@ -72,10 +80,15 @@ def templates(count: int, nodes: int = 1000) -> list[list[bytes]]:
     store = TrafficStore()
     for query in {q for p in profiles.values() for q in p.traffic_queries()}:
         store.put(SyntheticTrafficSource(view.node_names).fetch(query))
-    extender = Extender(profiles, cluster=view, traffic=store, binder=SimulatedBinder())
+    clock = [time.time()]
+    inputs = LocalInputs(lambda: store, InMemoryBindLog(300.0, default_decay_seconds=15.0))
+    extender = Extender(
+        profiles, cluster=view, traffic=store, binder=SimulatedBinder(), inputs=inputs, clock=lambda: clock[0]
+    )
     rng = random.Random(3)
     out = []
     for index in range(count):
+        clock[0] += 0.005
         profile = "gpu-aware" if index % 4 == 3 else "default"
         pod = make_pod(rng)
         filtered = extender.filter(
@@ -203,7 +216,7 @@ def run(cycles: int, size_cycles: int, database_url: str | None = None) -> Recor
     from dashboard.spool import Spool
 
     workdir = Path(tempfile.mkdtemp(prefix="schedlens-record-"))
-    cycle_templates = templates(24)
+    cycle_templates = templates(max(cycles, size_cycles))  # every cycle its own, as a real backlog
     sizes = {"filter": 0, "prioritize": 0, "bind": 0}
     for cycle in cycle_templates:
         for raw, verb in zip(cycle, ("filter", "prioritize", "bind"), strict=False):

@@ -196,6 +196,23 @@ def column_encode(values: Sequence[float | None]) -> Column:
     return Column(TEXT, _json.encode(values))
 
 
+_COLUMNS_KEPT = 64
+_columns: dict[int, tuple[Sequence[float | None], Column]] = {}
+
+
+def _column_of(values: Sequence[float | None]) -> Column:
+    """:func:`column_encode`, once per list object: the spool's reader hands the same (never mutated) list for the
+    traffic figures of one snapshot or a plugin's scores it has seen (``scheduler_core.record``)."""
+    found = _columns.get(id(values))
+    if found is not None and found[0] is values:
+        return found[1]
+    column = column_encode(values)
+    if len(_columns) >= _COLUMNS_KEPT:
+        _columns.clear()
+    _columns[id(values)] = (values, column)  # holding the list keeps its id from being reused
+    return column
+
+
 def column_decode(column: Column) -> list[Any]:
     kind = column.kind
     values: list[Any]
@@ -360,7 +377,7 @@ def _filter_body(part: FilterRecord, response: bytes, facts: list[FilterFacts | 
         record=_json.encode(slim),
         passed_derived=passed_derived,
         unresolvable=unresolvable,
-        traffic=column_encode(part.traffic_bytes) if part.traffic_bytes else None,
+        traffic=_column_of(part.traffic_bytes) if part.traffic_bytes else None,
         answer_passed=answer_passed,
         answer=answer,
     )
@@ -376,7 +393,7 @@ def _prioritize_body(
     herd: list[Column | None] = []
     slim_plugins: list[PluginScores] = []
     for plugin in part.plugins:
-        scores.append(column_encode(plugin.scores))
+        scores.append(_column_of(plugin.scores))
         raw: Column | None = None
         if plugin.raw:
             if plugin.raw == plugin.scores:
@@ -384,7 +401,7 @@ def _prioritize_body(
             elif nodes_passed and facts is not None and facts.traffic and _msgpack.encode(plugin.raw) == facts.traffic:
                 raw, referenced = Column(FILTER_TRAFFIC), True
             else:
-                raw = column_encode(plugin.raw)
+                raw = _column_of(plugin.raw)
         raws.append(raw)
         herd.append(column_encode(plugin.herd_bytes) if plugin.herd_bytes else None)
         slim_plugins.append(msgspec.structs.replace(plugin, scores=[], raw=[], herd_bytes=[]))

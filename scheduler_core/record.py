@@ -108,85 +108,97 @@ class VerbEvent(msgspec.Struct, omit_defaults=True, gc=False):
     writes them (the verb answered exactly that): the spool leaves the answer out and writes it again on reading."""
 
 
-_SHARED_LISTS: dict[str, frozenset[str]] = {
-    "FilterRecord": frozenset({"nodes", "passed", "unresolvable", "failures"}),
-    "PrioritizeRecord": frozenset({"nodes"}),
-}
-"""Per-node parts the spool's reader takes whole as bytes and decodes once per distinct value (:func:`_shared`)."""
-_EMPTY_ARRAY = b"\x90"
-_EMPTY_MAP = b"\x80"
-
-
-def _reading_form(record: type[msgspec.Struct]) -> type[msgspec.Struct]:
-    """``record`` as the spool's reader decodes it: the parts named in :data:`_SHARED_LISTS` left as MessagePack."""
-    shared = _SHARED_LISTS[record.__name__]
-    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
-    for info in msgspec.structs.fields(record):
-        if info.name in shared:
-            if info.default is msgspec.NODEFAULT and info.default_factory is msgspec.NODEFAULT:
-                fields.append((info.name, msgspec.Raw))
-            else:  # what the writer leaves out (omit_defaults) is the empty list or map
-                fields.append(
-                    (info.name, msgspec.Raw, msgspec.Raw(_EMPTY_MAP if info.name == "failures" else _EMPTY_ARRAY))
-                )
-        elif info.default is not msgspec.NODEFAULT:
-            fields.append((info.name, info.type, info.default))
-        elif info.default_factory is not msgspec.NODEFAULT:
-            fields.append((info.name, info.type, msgspec.field(default_factory=info.default_factory)))
-        else:
-            fields.append((info.name, info.type))
-    return msgspec.defstruct(f"Spooled{record.__name__}", fields, gc=False, module=__name__)
-
-
-SHARED_KEPT = 64
-"""Distinct lists and maps the reader keeps decoded (a candidate list and a filter's outcome repeat across pods)."""
-_shared_values: dict[bytes, Any] = {}
 _names_decoder = msgspec.msgpack.Decoder(list[str])
 _failures_decoder = msgspec.msgpack.Decoder(dict[str, dict[str, str]])
+_figures_decoder = msgspec.msgpack.Decoder(list[float | None])
+_scores_decoder = msgspec.msgpack.Decoder(list[float])
+_SHARED: dict[type[msgspec.Struct], dict[str, msgspec.msgpack.Decoder[Any]]] = {
+    FilterRecord: {
+        "nodes": _names_decoder,
+        "passed": _names_decoder,
+        "failures": _failures_decoder,
+        "unresolvable": _names_decoder,
+        "traffic_bytes": _figures_decoder,
+    },
+    PluginScores: {"scores": _scores_decoder, "raw": _figures_decoder},
+    PrioritizeRecord: {"nodes": _names_decoder},
+}
+"""Per-node parts the spool's reader takes whole as bytes and decodes once per distinct value (:func:`_shared`):
+a candidate list, a filter's outcome, the traffic figures of one snapshot and a plugin's scores for one list repeat
+from pod to pod."""
+_EMPTY_ARRAY = b"\x90"
+_EMPTY_MAP = b"\x80"
+SHARED_KEPT = 64
+"""Distinct values of each kind the reader keeps decoded."""
+_shared_values: dict[msgspec.msgpack.Decoder[Any], dict[bytes, Any]] = {}
 
 
 def _shared(raw: msgspec.Raw, decoder: msgspec.msgpack.Decoder[Any]) -> Any:
     """``raw`` decoded, the same object for the same bytes: never mutated by anyone (as the verbs' node lists).
 
-    A 1000-node list is ~1000 new strings to decode, hash and free per record; found again by its bytes, it is one
-    hash of ~10 KB, and its strings keep theirs for every lookup the ingester makes with them.
+    A 1000-node list is ~1000 new strings (or floats) to decode, hash and free per record; found again by its bytes,
+    it is one hash of ~10 KB, and its strings keep theirs for every lookup the ingester makes with them. An empty
+    list or map is never shared: it is the one value someone might fill.
     """
     data = bytes(raw)
     if data == _EMPTY_ARRAY:
         return []
     if data == _EMPTY_MAP:
         return {}
-    found = _shared_values.get(data)
+    known = _shared_values.get(decoder)
+    if known is None:
+        known = _shared_values.setdefault(decoder, {})
+    found = known.get(data)
     if found is None:
-        found = decoder.decode(data)  # a list's and a map's bytes never start alike: one table serves both
-        if len(_shared_values) >= SHARED_KEPT:
-            _shared_values.clear()
-        _shared_values[data] = found
+        found = decoder.decode(data)
+        if len(known) >= SHARED_KEPT:
+            known.clear()
+        known[data] = found
     return found
 
 
-def _filter_read(spooled: Any) -> FilterRecord:
-    values = list(msgspec.structs.astuple(spooled))
-    for position, decoder in _FILTER_SHARED:
-        values[position] = _shared(values[position], decoder)
-    return FilterRecord(*values)
+class _Reader:
+    """How the spool's reader makes one record type: its spooled form, and which positions hold shared parts."""
+
+    def __init__(self, record: type[msgspec.Struct], nested: dict[str, Any] | None = None) -> None:
+        shared = _SHARED[record]
+        nested = nested or {}
+        fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+        self.shared: list[tuple[int, msgspec.msgpack.Decoder[Any]]] = []
+        self.nested: list[tuple[int, _Reader]] = []
+        for position, info in enumerate(msgspec.structs.fields(record)):
+            kind: Any = info.type
+            if info.name in shared:
+                kind = msgspec.Raw
+                self.shared.append((position, shared[info.name]))
+            elif info.name in nested:
+                reader = nested[info.name]
+                kind = list[reader.spooled]  # type: ignore[name-defined]
+                self.nested.append((position, reader))
+            if info.default is not msgspec.NODEFAULT:
+                fields.append((info.name, kind, info.default))
+            elif info.default_factory is msgspec.NODEFAULT:
+                fields.append((info.name, kind))
+            elif kind is msgspec.Raw:  # what the writer leaves out (omit_defaults) is the empty list or map
+                empty = _EMPTY_MAP if shared[info.name] is _failures_decoder else _EMPTY_ARRAY
+                fields.append((info.name, kind, msgspec.Raw(empty)))
+            else:
+                fields.append((info.name, kind, msgspec.field(default_factory=info.default_factory)))
+        self.record = record
+        self.spooled = msgspec.defstruct(f"Spooled{record.__name__}", fields, gc=False, module=__name__)
+
+    def read(self, spooled: Any) -> Any:
+        values = list(msgspec.structs.astuple(spooled))
+        for position, decoder in self.shared:
+            values[position] = _shared(values[position], decoder)
+        for position, reader in self.nested:
+            values[position] = [reader.read(item) for item in values[position]]
+        return self.record(*values)
 
 
-def _prioritize_read(spooled: Any) -> PrioritizeRecord:
-    values = list(msgspec.structs.astuple(spooled))
-    values[_PRIORITIZE_NODES] = _shared(values[_PRIORITIZE_NODES], _names_decoder)
-    return PrioritizeRecord(*values)
-
-
-_FILTER_FIELDS = [info.name for info in msgspec.structs.fields(FilterRecord)]
-_FILTER_SHARED = [
-    (_FILTER_FIELDS.index(name), _failures_decoder if name == "failures" else _names_decoder)
-    for name in sorted(_SHARED_LISTS["FilterRecord"])
-]
-_PRIORITIZE_NODES = [info.name for info in msgspec.structs.fields(PrioritizeRecord)].index("nodes")
-_SpooledFilter = _reading_form(FilterRecord)
-_SpooledPrioritize = _reading_form(PrioritizeRecord)
-_READ_AS = {"filter": _SpooledFilter | None, "prioritize": _SpooledPrioritize | None}
+_FILTER_READER = _Reader(FilterRecord)
+_PRIORITIZE_READER = _Reader(PrioritizeRecord, {"plugins": _Reader(PluginScores)})
+_READ_AS = {"filter": _FILTER_READER.spooled | None, "prioritize": _PRIORITIZE_READER.spooled | None}
 
 
 def _spool_form() -> type[msgspec.Struct]:
@@ -273,9 +285,9 @@ def decode_event(data: bytes, *, derive_answer: bool = True) -> VerbEvent:
     wire = _binary_decoder.decode(decompressor().decompress(memoryview(data)[len(SPOOL_BINARY) :]))
     values = list(msgspec.structs.astuple(wire))
     if values[_FILTER] is not None:
-        values[_FILTER] = _filter_read(values[_FILTER])
+        values[_FILTER] = _FILTER_READER.read(values[_FILTER])
     if values[_PRIORITIZE] is not None:
-        values[_PRIORITIZE] = _prioritize_read(values[_PRIORITIZE])
+        values[_PRIORITIZE] = _PRIORITIZE_READER.read(values[_PRIORITIZE])
     if derived:
         scored: PrioritizeRecord | None = values[_PRIORITIZE]
         if scored is None:
