@@ -121,9 +121,13 @@ class HerdEstimator:
         Each bind weighs 1 just after it (or when stamped slightly in the future by another replica's clock) and
         0 once ``decay_seconds`` old, linearly in between; the weights times ``bytes_per_pod`` are added up per
         position in the binds' order (``bincount`` adds in input order), so the sums are those of a loop per node.
+
+        In whole bytes (rounded half to even): an estimate has no use for a fraction of a byte, and the record keeps
+        these per node for every prioritize, where a decayed sum's 17 significant digits cost ~3 KB per 1000-node
+        call more than its 9 to 10.
         """
         if not self.enabled:
             return np.zeros(size)
         weights = np.maximum(0.0, 1.0 - np.maximum(0.0, now - times) / self.decay_seconds)
         summed = np.bincount(positions, weights=self.bytes_per_pod * weights, minlength=size)
-        return summed.astype(np.float64, copy=False)
+        return np.rint(summed).astype(np.float64, copy=False)
