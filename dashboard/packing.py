@@ -49,6 +49,7 @@ import numpy as np
 import zstandard
 from django.db import models
 
+from dashboard.identity_memo import IdentityMemo
 from scheduler_core.compression import compressor, decompressor
 from scheduler_core.engine import score_thresholds
 from scheduler_core.record import FilterRecord, PluginScores, PrioritizeRecord, VerbEvent
@@ -196,21 +197,13 @@ def column_encode(values: Sequence[float | None]) -> Column:
     return Column(TEXT, _json.encode(values))
 
 
-_COLUMNS_KEPT = 64
-_columns: dict[int, tuple[Sequence[float | None], Column]] = {}
+_columns: IdentityMemo[Column] = IdentityMemo(64)
 
 
 def _column_of(values: Sequence[float | None]) -> Column:
-    """:func:`column_encode`, once per list object: the spool's reader hands the same (never mutated) list for the
-    traffic figures of one snapshot or a plugin's scores it has seen (``scheduler_core.record``)."""
-    found = _columns.get(id(values))
-    if found is not None and found[0] is values:
-        return found[1]
-    column = column_encode(values)
-    if len(_columns) >= _COLUMNS_KEPT:
-        _columns.clear()
-    _columns[id(values)] = (values, column)  # holding the list keeps its id from being reused
-    return column
+    """:func:`column_encode`, once per list object (``dashboard.identity_memo``): one snapshot's traffic figures, a
+    plugin's scores for one candidate list."""
+    return _columns.get((values,), partial(column_encode, values))
 
 
 def column_decode(column: Column) -> list[Any]:
@@ -317,22 +310,12 @@ def _passed_positions(nodes: Sequence[str], failures: Mapping[str, Any]) -> list
     return list(map(not_, map(failures.__contains__, nodes)))
 
 
-_POSITIONS_KEPT = 64
-_positions: dict[tuple[int, int], tuple[Sequence[str], Mapping[str, Any], list[bool]]] = {}
+_positions: IdentityMemo[list[bool]] = IdentityMemo(64)
 
 
 def _passing(nodes: Sequence[str], failures: Mapping[str, Any]) -> list[bool]:
-    """:func:`_passed_positions`, once per pair of objects: the spool's reader hands the same (never mutated) node
-    list and failures map for a candidate list and outcome it has seen (``scheduler_core.record``)."""
-    key = (id(nodes), id(failures))
-    found = _positions.get(key)
-    if found is not None and found[0] is nodes and found[1] is failures:
-        return found[2]
-    passing = _passed_positions(nodes, failures)
-    if len(_positions) >= _POSITIONS_KEPT:
-        _positions.clear()
-    _positions[key] = (nodes, failures, passing)  # holding both keeps their ids from being reused
-    return passing
+    """:func:`_passed_positions`, once per pair of objects (``dashboard.identity_memo``); read only."""
+    return _positions.get((nodes, failures), partial(_passed_positions, nodes, failures))
 
 
 def filter_facts(event_id: str, part: FilterRecord) -> FilterFacts | None:

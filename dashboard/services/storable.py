@@ -21,6 +21,7 @@ from typing import Any
 
 import msgspec
 
+from dashboard.identity_memo import IdentityMemo
 from scheduler_core.record import SPOOL_BINARY_FORMS, VerbEvent, answer_of
 
 NUL = "\x00"
@@ -56,21 +57,12 @@ def _keys(mapping: dict[str, Any]) -> dict[str, Any]:
     return {clip(key, NAME_LIMIT): value for key, value in mapping.items()}
 
 
-_LIST_FACTS_KEPT = 256
-_list_facts: dict[int, tuple[Collection[str], int, bool]] = {}
+_list_facts: IdentityMemo[tuple[int, bool]] = IdentityMemo(256)
 
 
 def _facts(names: Collection[str]) -> tuple[int, bool]:
-    """The longest of ``names`` and whether one holds NUL, once per list or map object: the spool's reader hands the
-    same object for a node list it has seen (``scheduler_core.record``), and shared lists are never mutated."""
-    found = _list_facts.get(id(names))
-    if found is not None and found[0] is names:
-        return found[1], found[2]
-    longest, nul = max(map(len, names), default=0), "\x00" in "".join(names)
-    if len(_list_facts) >= _LIST_FACTS_KEPT:
-        _list_facts.clear()
-    _list_facts[id(names)] = (names, longest, nul)  # holding the object keeps its id from being reused
-    return longest, nul
+    """The longest of ``names`` and whether one holds NUL, once per list or map object (``IdentityMemo``)."""
+    return _list_facts.get((names,), lambda: (max(map(len, names), default=0), "\x00" in "".join(names)))
 
 
 def _node_lists(event: VerbEvent) -> list[Collection[str]]:

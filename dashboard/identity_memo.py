@@ -1,0 +1,45 @@
+"""Values derived from objects the spool's reader shares, made once per object.
+
+The reader (``scheduler_core.record``) hands the same, never mutated, list or map for a per-node part it has seen
+before (a candidate list, a filter's outcome, one snapshot's traffic figures). What the ingester derives from such
+an object (its longest name, the passing positions, its stored column) is then worth keeping with it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from itertools import starmap
+from operator import is_
+from typing import Generic, TypeVar
+
+V = TypeVar("V")
+
+
+class IdentityMemo(Generic[V]):
+    """``make()`` kept per tuple of objects, compared by identity; the least recently used dropped past ``size``.
+
+    The objects are held with the value, so their ids cannot be reused by others while it is kept. Objects made
+    afresh for each call pass through without pushing out the shared ones for long: those are used again and stay.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._kept: OrderedDict[tuple[int, ...], tuple[tuple[object, ...], V]] = OrderedDict()
+        self._lock = threading.Lock()  # the ingester's writing thread prepares again beside its preparing thread
+
+    def get(self, sources: tuple[object, ...], make: Callable[[], V]) -> V:
+        key = tuple(map(id, sources))
+        with self._lock:
+            found = self._kept.get(key)
+            if found is not None and all(starmap(is_, zip(found[0], sources, strict=True))):
+                self._kept.move_to_end(key)
+                return found[1]
+        value = make()
+        with self._lock:
+            self._kept[key] = (sources, value)
+            self._kept.move_to_end(key)
+            if len(self._kept) > self._size:
+                self._kept.popitem(last=False)
+        return value
