@@ -1,8 +1,9 @@
 """The record path at 1000 nodes: spool append cost, bytes stored per cycle, ingest rate, backlog drain.
 
-Real records: template cycles (filter, prioritize, bind) made by the verbs over the simulator's 1000-node
-cluster, then copied with a new event id, pod UID and time per cycle (so every cycle is its own, like a
-backlog of distinct pods). Everything in process; PostgreSQL on the same machine, a scratch database.
+Real records: one cycle (filter, prioritize, bind) per backlog cycle, made by the verbs over the simulator's
+1000-node cluster as a cluster would make them (one traffic snapshot, the herd estimate on, 200 pods/s: see
+``templates``), then given a new event id, pod UID and time. Everything in process; PostgreSQL on the same
+machine, a scratch database.
 
 - append: ``Spool.append`` of each encoded record (what a verb adds after answering is built), p50/p99/max;
 - bytes stored per cycle: ``pg_column_size`` of every column of the cycle's calls, of the cycle row and of its

@@ -273,8 +273,8 @@ def main() -> None:
             "## Record path at 1000 nodes",
             "",
             f"`{PY} benchmarks/record_path.py --cycles {cycles}` (run by `make bench BENCH={flag}`): "
-            f"{result_r['cycles']} cycles (filter, prioritize, bind) copied from 24 real 1000-node cycles, each its "
-            "own pod.",
+            f"{result_r['cycles']} cycles (filter, prioritize, bind) each made by the verbs over a 1000-node "
+            "cluster (one snapshot, herd estimate on), each its own pod.",
             "",
             *table(
                 ["measure", "value"],
