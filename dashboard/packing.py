@@ -24,10 +24,13 @@ checking that putting it back gives exactly what was recorded:
 - when the cycle's filter call is known to the ingester: a prioritize call's nodes (that filter's passed nodes) and
   its ``NetworkTraffic`` raw bytes (the filter's figures for the same nodes, from the same snapshot), stored as a
   reference to that call's event id (:class:`FilterFacts`); the reference is sealed into the chain with the body,
-  and the filter call is sealed too, so neither can change unnoticed.
+  and the filter call is sealed too, so neither can change unnoticed;
+- (format 2) a prioritize call's ``final`` (the weighted mean of its plugins' recorded scores) and
+  ``NetworkTraffic``'s scores (``100 − x·100/max`` of its raw and herd bytes) as what they differ from that
+  formula by: nothing, for the engine's records, one residual per node without metrics.
 
-The result, one zstd frame behind a format byte, is less than half the packed JSON of a 1000-node cycle (13.8
-against 32 KB, ``benchmarks/record_path.py``) and needs no base64. The chain seals the body's SHA-256
+The result, one zstd frame behind a format byte, is a third of the packed JSON of a 1000-node cycle (10.2 against
+32 KB, ``benchmarks/record_path.py``) and needs no base64. The chain seals the body's SHA-256
 (``dashboard.services.audit``).
 """
 
@@ -128,8 +131,11 @@ class PackedJSONField(models.JSONField):  # type: ignore[type-arg]
 
 # --- the binary body of a call (migration 0004) ----------------------------------------------------------
 
-BODY_FORMAT = 1
-"""The first byte of every body; a later format gets another number and this module keeps reading this one."""
+BODY_FORMAT = 2
+"""The first byte of every body written now; a later format gets another number and this module keeps reading the
+earlier ones. 2 added the predicted column kinds (``WEIGHTED_MEAN``, ``INVERSE_SHARE``): a version that reads only
+1 sets such a body aside as unreadable instead of misreading it."""
+BODY_FORMATS_READ = frozenset({1, 2})
 _BODY_LEVEL = 1
 
 
@@ -144,9 +150,13 @@ class Column(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
     """``GENERIC``: the values as they are."""
 
 
-TEXT, F64_SHUFFLED, GENERIC, SAME_AS_SCORES, FILTER_TRAFFIC = range(5)
-"""Column kinds. The last two are references: a plugin's raw figures equal to its own scores, or to the traffic
-figures of the cycle's filter call for the same nodes."""
+TEXT, F64_SHUFFLED, GENERIC, SAME_AS_SCORES, FILTER_TRAFFIC, WEIGHTED_MEAN, INVERSE_SHARE = range(7)
+"""Column kinds. ``SAME_AS_SCORES`` and ``FILTER_TRAFFIC`` are references: a plugin's raw figures equal to its own
+scores, or to the traffic figures of the cycle's filter call for the same nodes. The last two (format 2) are
+predictions (:func:`_predicted_column`), ``data`` holding what the recorded values differ from them by:
+``WEIGHTED_MEAN``, a prioritize's final scores as the weighted mean of its applicable plugins' recorded scores;
+``INVERSE_SHARE``, a plugin's scores as ``100 − x·100/max(x)`` of its raw figures plus its herd bytes (the
+formula of ``NetworkTraffic``)."""
 _no_none = partial(is_not, None)
 
 
@@ -219,6 +229,105 @@ def column_decode(column: Column) -> list[Any]:
     for position in column.nones:
         values.insert(position, None)
     return values
+
+
+_RESIDUAL = np.dtype("<i8")
+"""A predicted column's residuals: ten-thousandths (the record's 4 decimals), little-endian 64-bit integers."""
+
+
+def _on_grid(values: np.ndarray) -> np.ndarray:
+    """``values`` in ten-thousandths, each the nearest whole number (``engine.round4`` rounds the same way)."""
+    return np.rint(values * 1e4)
+
+
+def _from_prediction(predicted: np.ndarray, residuals: bytes) -> np.ndarray:
+    grid = _on_grid(predicted)
+    if residuals:
+        grid += np.frombuffer(residuals, dtype=_RESIDUAL)
+    return grid / 1e4
+
+
+def _predicted_column(kind: int, predicted: np.ndarray, values: Sequence[float]) -> Column | None:
+    """``values`` as their residuals from ``predicted`` (``kind`` says how it was made); None when that does not give
+    them back bit for bit, or leaves more than a quarter of them to the residuals (the column is then smaller).
+
+    Frozen, as :func:`_frozen_extender_score`: a body is decoded with these formulas forever. A value the formula
+    does not give (a node without a raw figure, a record from another version) is one residual; nothing is ever
+    assumed, each column is checked by decoding it.
+    """
+    if len(values) != len(predicted) or countOf(map(type, values), float) != len(values):
+        return None  # ints, bools or None would come back as floats
+    actual = np.array(values, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        difference = _on_grid(actual) - _on_grid(predicted)
+    if not np.isfinite(difference).all() or np.abs(difference).max(initial=0.0) >= 2.0**53:
+        return None
+    residuals = difference.astype(_RESIDUAL)
+    if np.count_nonzero(residuals) * 4 > len(values):
+        return None
+    data = residuals.tobytes() if residuals.any() else b""
+    if _from_prediction(predicted, data).tobytes() != actual.tobytes():
+        return None  # -0.0, or a value off the 4-decimal grid
+    return Column(kind, data)
+
+
+def _weighted_mean(plugins: Sequence[PluginScores], count: int) -> np.ndarray:
+    """The final scores the engine computes from these recorded scores (``engine.run_prioritize``)."""
+    totals = np.zeros(count)
+    total_weight = 0
+    for plugin in plugins:
+        if plugin.applicable:
+            total_weight += plugin.weight
+            totals += np.asarray(plugin.scores, dtype=np.float64) * plugin.weight
+    return totals / total_weight if total_weight else totals
+
+
+def _inverse_share(raw: Sequence[float | None], herd: Sequence[float]) -> np.ndarray:
+    """``100 − x·100/max(x)`` for x = raw + herd bytes (``NetworkTraffic``'s scores); 0 where raw is None."""
+    figures = np.array(raw, dtype=np.float64)  # None → NaN
+    if herd:
+        figures += np.asarray(herd, dtype=np.float64)
+    known = ~np.isnan(figures)
+    highest = float(figures[known].max()) if known.any() else 0.0
+    factor = 100.0 / highest if highest > 0 else 0.0
+    return np.where(known, 100.0 - figures * factor, 0.0)
+
+
+def _scores_column(plugin: PluginScores) -> Column:
+    """A plugin's scores: as :data:`INVERSE_SHARE` of its raw figures when that gives them, else as they are; once
+    per pair of lists when there are no herd bytes (``dashboard.identity_memo``: the same snapshot and candidates)."""
+    scores, raw, herd = plugin.scores, plugin.raw, plugin.herd_bytes
+    if not raw or raw is scores:
+        return _column_of(scores)
+    if herd:
+        return _scores_made(scores, raw, herd)
+    return _columns.get((scores, raw), partial(_scores_made, scores, raw, herd))
+
+
+def _scores_made(scores: list[float], raw: list[float | None], herd: list[float]) -> Column:
+    if len(raw) == len(scores) and raw != scores:
+        try:
+            predicted = _inverse_share(raw, herd)
+        except (TypeError, ValueError):  # not numbers, or herd bytes not aligned
+            predicted = None
+        if predicted is not None and (column := _predicted_column(INVERSE_SHARE, predicted, scores)):
+            return column
+    return column_encode(scores)
+
+
+def _final_column(part: PrioritizeRecord) -> Column:
+    """A prioritize's final scores: as :data:`WEIGHTED_MEAN` of its plugins' scores when that gives them."""
+    try:
+        predicted = _weighted_mean(part.plugins, len(part.final))
+    except (TypeError, ValueError):  # scores that are not numbers, or not one per node
+        predicted = None
+    if (
+        predicted is not None
+        and len(part.final) == len(part.nodes)
+        and (column := _predicted_column(WEIGHTED_MEAN, predicted, part.final))
+    ):
+        return column
+    return column_encode(part.final)
 
 
 def _frozen_extender_score(final: float) -> int:
@@ -376,7 +485,7 @@ def _prioritize_body(
     herd: list[Column | None] = []
     slim_plugins: list[PluginScores] = []
     for plugin in part.plugins:
-        scores.append(_column_of(plugin.scores))
+        scores.append(_scores_column(plugin))
         raw: Column | None = None
         if plugin.raw:
             if plugin.raw == plugin.scores:
@@ -402,7 +511,7 @@ def _prioritize_body(
         scores=scores,
         raws=raws,
         herd=herd,
-        final=column_encode(part.final),
+        final=_final_column(part),
         filter_event=facts.event_id if facts is not None and (nodes_passed or referenced) else "",
         nodes_passed=nodes_passed,
         extender=extender,
@@ -484,28 +593,35 @@ def _prioritize_record(body: PrioritizeBody, lookup: FilterLookup) -> Prioritize
         part.nodes = list(filter_record["passed"]) if filter_record is not None else []
     traffic: list[Any] | None = None
     for plugin, scores, raw, herd in zip(part.plugins, body.scores, body.raws, body.herd, strict=True):
-        plugin.scores = column_decode(scores)
-        if raw is not None:
-            if raw.kind == SAME_AS_SCORES:
-                plugin.raw = list(plugin.scores)
-            elif raw.kind == FILTER_TRAFFIC:
-                if traffic is None:
-                    assert filter_record is not None
-                    nodes, failures = filter_record["nodes"], filter_record.get("failures", {})
-                    traffic = list(compress(filter_record["traffic_bytes"], _passed_positions(nodes, failures)))
-                plugin.raw = list(traffic)
-            else:
-                plugin.raw = column_decode(raw)
+        # Raw figures and herd bytes first: a plugin's scores may be predicted from them (``INVERSE_SHARE``).
+        if raw is not None and raw.kind == FILTER_TRAFFIC:
+            if traffic is None:
+                assert filter_record is not None
+                nodes, failures = filter_record["nodes"], filter_record.get("failures", {})
+                traffic = list(compress(filter_record["traffic_bytes"], _passed_positions(nodes, failures)))
+            plugin.raw = list(traffic)
+        elif raw is not None and raw.kind != SAME_AS_SCORES:
+            plugin.raw = column_decode(raw)
         if herd is not None:
             plugin.herd_bytes = column_decode(herd)
-    part.final = column_decode(body.final)
+        if scores.kind == INVERSE_SHARE:
+            plugin.scores = _from_prediction(_inverse_share(plugin.raw, plugin.herd_bytes), scores.data).tolist()
+        else:
+            plugin.scores = column_decode(scores)
+        if raw is not None and raw.kind == SAME_AS_SCORES:
+            plugin.raw = list(plugin.scores)
+    if body.final.kind == WEIGHTED_MEAN:
+        predicted = _weighted_mean(part.plugins, len(part.nodes))
+        part.final = _from_prediction(predicted, body.final.data).tolist()
+    else:
+        part.final = column_decode(body.final)
     part.extender = _extender_of(part.final) if body.extender is None else list(body.extender)
     return part
 
 
 def body_decode(body: bytes, *, lookup: FilterLookup) -> tuple[dict[str, Any], Any]:
     """The record (as ``dashboard.services.cycles`` built it from the event) and the answer, from a stored body."""
-    if not body or body[0] != BODY_FORMAT:
+    if not body or body[0] not in BODY_FORMATS_READ:
         raise ValueError(f"unknown body format {body[:1]!r}")
     decoded = _body_decoder.decode(decompressor().decompress(body[1:]))
     answer: Any
@@ -540,7 +656,7 @@ def body_referring_to(body: bytes, event_ids: Mapping[str, str]) -> bytes:
     if decoded.prioritize is None or decoded.prioritize.filter_event not in event_ids:
         return body
     decoded.prioritize.filter_event = event_ids[decoded.prioritize.filter_event]
-    return bytes([BODY_FORMAT]) + compressor(_BODY_LEVEL).compress(_body_encoder.encode(decoded))
+    return body[:1] + compressor(_BODY_LEVEL).compress(_body_encoder.encode(decoded))
 
 
 def body_read(body: bytes, *, lookup: FilterLookup) -> tuple[dict[str, Any], Any]:

@@ -221,8 +221,9 @@ def _columns(scores: Sequence[NodeScore]) -> ScoreColumns:
 
 
 def _plugin_record(
-    scorer_name: str, weight: int, result: ScoreResult, names: list[str], values: Floats, shared: dict[Hashable, Any]
+    scorer_name: str, weight: int, result: ScoreResult, names: list[str], scores: Floats, shared: dict[Hashable, Any]
 ) -> PluginScores:
+    """``scores``: the plugin's normalized scores, already rounded to the record's 4 decimals."""
     columns = _columns(result.scores)
     raws = list(columns.raws) if columns.raws is not None else []
     # Counted once (comparing each float with None is the slow path), or not at all when the plugin knows.
@@ -240,7 +241,7 @@ def _plugin_record(
     return PluginScores(
         name=scorer_name,
         weight=weight,
-        scores=round4(values),
+        scores=scores.tolist(),
         raw=raws if unmeasured_count != len(raws) else [],
         herd_bytes=herd_bytes,
         notes=notes,
@@ -268,17 +269,18 @@ def run_prioritize(profile: Profile, ctx: CycleContext, nodes: Sequence[NodeInfo
     names = candidate_names(ctx, nodes)
     plugin_records: list[PluginScores] = []
     # Vectorized: ``totals[i] += score · weight`` per plugin, then ``/ Σ weight``: the same IEEE operations in
-    # the same order as the scalar formula, so the same floats.
+    # the same order as the scalar formula, so the same floats. The mean is of the scores as recorded (4 decimals):
+    # whoever recomputes it from the record (an auditor, ``dashboard.packing``) gets the recorded final exactly.
     totals = np.zeros(len(nodes))
     total_weight = 0
     for scorer in profile.scorers:
         result = scorer.plugin.score(ctx, nodes)
-        values = np.asarray(_columns(result.scores).values, dtype=np.float64)
-        plugin_records.append(_plugin_record(scorer.plugin.name, scorer.weight, result, names, values, ctx.shared))
+        scores = np.round(np.asarray(_columns(result.scores).values, dtype=np.float64), 4)
+        plugin_records.append(_plugin_record(scorer.plugin.name, scorer.weight, result, names, scores, ctx.shared))
         if not result.applicable:
             continue
         total_weight += scorer.weight
-        totals += values * scorer.weight
+        totals += scores * scorer.weight
     final = totals / total_weight if total_weight else totals
     extender: list[int] = np.searchsorted(_THRESHOLDS, final, side="right").tolist()
     return PrioritizeRecord(nodes=names, plugins=plugin_records, final=round4(final), extender=extender)

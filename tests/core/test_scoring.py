@@ -94,3 +94,25 @@ profiles:
     # a: traffic 100 × 3 + images 0 × 1 → 75; b: traffic 0 × 3 + 0 → 0.
     assert result.event.prioritize.final == [75.0, 0.0]
     assert result.body == b'[{"Host":"a","Score":8},{"Host":"b","Score":0}]'
+
+
+def test_an_auditor_recomputing_the_final_score_from_the_recorded_scores_gets_it_exactly():
+    config = """
+profiles:
+- name: default
+  plugins:
+    score:
+      enabled: [{name: NetworkTraffic, weight: 3}, {name: ImageLocality, weight: 2}]
+"""
+    traffic = {f"n{i}": 1.0e6 + i * 37_111.7 for i in range(40)}  # scores with many decimals before rounding
+    extender = Extender(
+        load_profiles(config), cluster=StaticCluster(), traffic=traffic_store(traffic), binder=SimulatedBinder()
+    )
+    pod = {"metadata": {"name": "p", "namespace": "n", "uid": "u"}, "spec": {"containers": [{"image": "nginx:1.25"}]}}
+    record = extender.prioritize("default", encode({"Pod": pod, "Nodes": None, "NodeNames": list(traffic)})).event
+    scored = record.prioritize
+    assert any(s != round(s, 2) for s in scored.plugins[0].scores), "the scores carry 4 decimals"
+    for i in range(len(scored.nodes)):
+        applicable = [p for p in scored.plugins if p.applicable]
+        mean = sum(p.scores[i] * p.weight for p in applicable) / sum(p.weight for p in applicable)
+        assert scored.final[i] == round(mean, 4)

@@ -13,6 +13,7 @@ import random
 from typing import Any
 
 import msgspec
+import numpy as np
 import pytest
 from django.db import connection
 
@@ -21,7 +22,10 @@ from dashboard.packing import (
     F64_SHUFFLED,
     FILTER_TRAFFIC,
     GENERIC,
+    INVERSE_SHARE,
     TEXT,
+    WEIGHTED_MEAN,
+    Body,
     body_decode,
     body_encode,
     column_decode,
@@ -33,8 +37,10 @@ from dashboard.services.cycles import cycles_ingest_events, spool_ingest
 from dashboard.services.ingest_prepare import record_of
 from dashboard.services.storable import NAME_LIMIT, NUL_SHOWN
 from dashboard.spool import Spool
+from dashboard.traffic.view import LocalInputs
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import NodeInfo, StaticCluster
+from scheduler_core.herd import InMemoryBindLog
 from scheduler_core.profiles import load_profiles
 from scheduler_core.record import SPOOL_BINARY, VerbEvent, decode_event, encode_event
 from scheduler_core.simulator import make_cluster, make_pod
@@ -50,7 +56,7 @@ class SyncedCache(StaticCluster):
     knows_all_nodes = True
 
 
-def demo_extender(nodes: int, *, without_metrics: int = 0) -> tuple[Extender, Any]:
+def demo_extender(nodes: int, *, without_metrics: int = 0, herd: bool = False) -> tuple[Extender, Any]:
     cluster = make_cluster(nodes, seed=7)
     view = StaticCluster.from_document(cluster.document())
     profiles = load_profiles((REPO / "deploy" / "profiles.demo.yaml").read_text())
@@ -58,7 +64,12 @@ def demo_extender(nodes: int, *, without_metrics: int = 0) -> tuple[Extender, An
     source = SyntheticTrafficSource(lambda: cluster.node_names[without_metrics:], clock=lambda: NOW)
     for query in {q for p in profiles.values() for q in p.traffic_queries()}:
         store.put(source.fetch(query))
-    return Extender(profiles, cluster=view, traffic=store, binder=SimulatedBinder(), clock=lambda: NOW), cluster
+    # ``herd``: binds raise their node's traffic for the pods after them, as in a cluster (NetworkTraffic's herd bytes).
+    inputs = LocalInputs(lambda: store, InMemoryBindLog(300.0, default_decay_seconds=15.0)) if herd else None
+    extender = Extender(
+        profiles, cluster=view, traffic=store, binder=SimulatedBinder(), inputs=inputs, clock=lambda: NOW
+    )
+    return extender, cluster
 
 
 def cycle_events(extender: Extender, cluster: Any, rng: random.Random, *, profile: str, mode: str) -> list[VerbEvent]:
@@ -345,3 +356,81 @@ def test_a_json_spool_record_written_before_binary_records_still_decodes():
     assert binary.startswith(SPOOL_BINARY)
     assert len(binary) < len(legacy)
     assert decode_event(binary) == event
+
+
+def prioritize_body(event: VerbEvent) -> Any:
+    return msgspec.msgpack.decode(body_plain(body_encode(event)), type=Body).prioritize
+
+
+def bound_cycles(extender: Extender, cluster: Any, rng: random.Random, count: int) -> list[VerbEvent]:
+    """``count`` cycles' prioritize records, each pod bound to our preferred node (the herd grows)."""
+    scored = []
+    for _ in range(count):
+        events = cycle_events(extender, cluster, rng, profile="default", mode="names")
+        part = events[-1].prioritize
+        best = part.nodes[part.final.index(max(part.final))]
+        meta = events[-1]
+        extender.bind(
+            "default",
+            msgspec.json.encode(
+                {"PodName": meta.pod_name, "PodNamespace": meta.pod_namespace, "PodUID": meta.pod_uid, "Node": best}
+            ),
+        )
+        scored.append(events[-1])
+    return scored
+
+
+@pytest.mark.parametrize("without_metrics", [0, 5])
+def test_final_and_traffic_scores_are_stored_as_what_they_are_computed_from(without_metrics):
+    """The engine's final scores are the weighted mean of the plugins' scores, NetworkTraffic's are 100 − x·100/max of
+    the raw and herd bytes: a body keeps neither column, only where a value differs (a node without metrics)."""
+    extender, cluster = demo_extender(300, without_metrics=without_metrics, herd=True)
+    scored = bound_cycles(extender, cluster, random.Random(8), 6)
+    assert any(p.herd_bytes for p in scored[-1].prioritize.plugins), "the herd estimate is on"
+    for event in scored:
+        assert_read_back(event)
+        body = prioritize_body(event)
+        assert (body.final.kind, body.final.data) == (WEIGHTED_MEAN, b"")
+        traffic = body.scores[[p.name for p in event.prioritize.plugins].index("NetworkTraffic")]
+        assert traffic.kind == INVERSE_SHARE
+        residuals = np.frombuffer(traffic.data, dtype="<i8") if traffic.data else np.zeros(0)
+        unmeasured = event.prioritize.plugins[[p.name for p in event.prioritize.plugins].index("NetworkTraffic")]
+        assert np.count_nonzero(residuals) == unmeasured.raw.count(None), "one residual per node without metrics"
+
+
+@pytest.mark.parametrize(
+    ("change", "kind"),
+    [
+        (lambda final: [round(v + 0.0001, 4) if i % 9 == 0 else v for i, v in enumerate(final)], WEIGHTED_MEAN),
+        (lambda final: [v + 0.00001 for v in final], TEXT),  # off the 4-decimal grid
+        (lambda final: [v + 3.0 for v in final], TEXT),  # every value another
+        (lambda final: [-0.0, *final[1:]], TEXT),
+        (lambda final: [int(v) for v in final], TEXT),
+        (lambda final: [math.nan, *final[1:]], GENERIC),
+    ],
+)
+def test_final_scores_that_are_not_the_mean_of_the_scores_read_back_exactly(change, kind):
+    """A record from another version, or altered: whatever the final scores hold, they come back as recorded."""
+    extender, cluster = demo_extender(120, herd=True)
+    event = bound_cycles(extender, cluster, random.Random(9), 2)[-1]
+    part = event.prioritize
+    final = change(part.final)
+    changed = msgspec.structs.replace(event, prioritize=msgspec.structs.replace(part, final=final))
+    record, _answer = body_decode(body_encode(changed), lookup=lambda _event_id: None)
+    # Compared as MessagePack: the same types, bits, NaN and -0.0 (NaN is never equal to itself in a list).
+    assert msgspec.msgpack.encode(record) == msgspec.msgpack.encode(record_of(changed))
+    assert prioritize_body(changed).final.kind == kind
+
+
+def test_traffic_scores_that_are_not_computed_from_the_raw_figures_read_back_exactly():
+    extender, cluster = demo_extender(120, herd=True)
+    event = bound_cycles(extender, cluster, random.Random(10), 2)[-1]
+    part = event.prioritize
+    plugins = [
+        msgspec.structs.replace(p, scores=[round(s / 3, 4) for s in p.scores]) if p.name == "NetworkTraffic" else p
+        for p in part.plugins
+    ]
+    changed = msgspec.structs.replace(event, prioritize=msgspec.structs.replace(part, plugins=plugins))
+    assert_read_back(changed)
+    body = prioritize_body(changed)
+    assert body.scores[[p.name for p in plugins].index("NetworkTraffic")].kind == TEXT
