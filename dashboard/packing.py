@@ -41,6 +41,7 @@ import math
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from itertools import compress, filterfalse, repeat
 from math import isfinite
@@ -362,6 +363,10 @@ class FilterBody(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
     answer_passed: bool = False
     """The answer is ``{"Nodes":null,"NodeNames":<passed>`` followed by ``answer``."""
     answer: bytes = b""
+    nodes: bytes = b""
+    """(Format 2) JSON of the record's ``nodes``, apart: made once per candidate list. Empty: in ``record``."""
+    failures: bytes = b""
+    """(Format 2) JSON of the record's ``failures``, apart likewise. Empty: in ``record`` (or none failed)."""
 
 
 class PrioritizeBody(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
@@ -411,6 +416,8 @@ _msgpack = msgspec.msgpack.Encoder()
 _body_encoder = msgspec.msgpack.Encoder()
 _body_decoder = msgspec.msgpack.Decoder(Body)
 _filter_record_decoder = msgspec.json.Decoder(FilterRecord)
+_names_json_decoder = msgspec.json.Decoder(list[str])
+_failures_json_decoder = msgspec.json.Decoder(dict[str, dict[str, str]])
 _prioritize_record_decoder = msgspec.json.Decoder(PrioritizeRecord)
 _ANSWER_PASSED = b'{"Nodes":null,"NodeNames":'
 
@@ -437,15 +444,35 @@ def filter_facts(event_id: str, part: FilterRecord) -> FilterFacts | None:
     return FilterFacts(event_id, _msgpack.encode(part.passed), traffic)
 
 
-def _filter_body(part: FilterRecord, response: bytes, facts: list[FilterFacts | None] | None = None) -> FilterBody:
+@dataclass(frozen=True, slots=True)
+class _FilterShape:
+    """What a filter's body takes from its record's per-node lists (:func:`_filter_shape`)."""
+
+    passed_derived: bool
+    unresolvable: bytes | None
+    answer_prefix: bytes
+    nodes: bytes
+    failures: bytes
+    facts_passed: bytes
+    facts_traffic: bytes
+
+
+_EMPTY: tuple[()] = ()
+_shapes: IdentityMemo[_FilterShape] = IdentityMemo(64)
+
+
+def _filter_shape(part: FilterRecord) -> _FilterShape:
+    """:func:`_shape_made`, once per set of list objects (``dashboard.identity_memo``): the spool's reader hands the
+    same candidate list, outcome and snapshot figures on from pod to pod."""
+    lists = (part.nodes, part.failures, part.passed, part.traffic_bytes, part.unresolvable)
+    sources = tuple(value if value else _EMPTY for value in lists)  # an empty list is never shared; any empty will do
+    return _shapes.get(sources, partial(_shape_made, part))
+
+
+def _shape_made(part: FilterRecord) -> _FilterShape:
     failures = part.failures
-    passing = _passing(part.nodes, failures)  # one pass over the nodes for both uses below (read only)
+    passing = _passing(part.nodes, failures)  # one pass over the nodes for the uses below (read only)
     passed_derived = part.passed == list(compress(part.nodes, passing))
-    if facts is not None and passed_derived:
-        traffic = b""
-        if len(part.traffic_bytes) == len(part.nodes):
-            traffic = _msgpack.encode(list(compress(part.traffic_bytes, passing)))
-        facts.append(FilterFacts("", _msgpack.encode(part.passed), traffic))
     unresolvable: bytes | None = None
     if part.unresolvable:
         flags = bytes(map(set(part.unresolvable).__contains__, failures))
@@ -453,25 +480,45 @@ def _filter_body(part: FilterRecord, response: bytes, facts: list[FilterFacts | 
             unresolvable = flags  # the failed nodes that are unresolvable, in failures order, each once
     elif failures:
         unresolvable = b""
+    traffic = b""
+    if passed_derived and len(part.traffic_bytes) == len(part.nodes):
+        traffic = _msgpack.encode(list(compress(part.traffic_bytes, passing)))
+    return _FilterShape(
+        passed_derived=passed_derived,
+        unresolvable=unresolvable,
+        answer_prefix=_ANSWER_PASSED + _json.encode(part.passed),
+        nodes=_json.encode(part.nodes) if part.nodes else b"",
+        failures=_json.encode(failures) if failures else b"",
+        facts_passed=_msgpack.encode(part.passed) if passed_derived else b"",
+        facts_traffic=traffic,
+    )
+
+
+def _filter_body(part: FilterRecord, response: bytes, facts: list[FilterFacts | None] | None = None) -> FilterBody:
+    shape = _filter_shape(part)
+    if facts is not None and shape.passed_derived:
+        facts.append(FilterFacts("", shape.facts_passed, shape.facts_traffic))
     slim = msgspec.structs.replace(
         part,
-        passed=[] if passed_derived else part.passed,
-        unresolvable=[] if unresolvable is not None else part.unresolvable,
+        nodes=[],
+        passed=[] if shape.passed_derived else part.passed,
+        failures={},
+        unresolvable=[] if shape.unresolvable is not None else part.unresolvable,
         traffic_bytes=[],
     )
     answer_passed = False
     answer = response
-    if response.startswith(_ANSWER_PASSED):
-        prefix = _ANSWER_PASSED + _json.encode(part.passed)
-        if response.startswith(prefix):
-            answer_passed, answer = True, response[len(prefix) :]
+    if response.startswith(shape.answer_prefix):
+        answer_passed, answer = True, response[len(shape.answer_prefix) :]
     return FilterBody(
         record=_json.encode(slim),
-        passed_derived=passed_derived,
-        unresolvable=unresolvable,
+        passed_derived=shape.passed_derived,
+        unresolvable=shape.unresolvable,
         traffic=_column_of(part.traffic_bytes) if part.traffic_bytes else None,
         answer_passed=answer_passed,
         answer=answer,
+        nodes=shape.nodes,
+        failures=shape.failures,
     )
 
 
@@ -527,7 +574,7 @@ def _has_nul(body: Body) -> bool:
     # Every string of a body is in one of its JSON parts, where msgspec writes NUL as this escape.
     parts = [body.record, body.answer]
     if body.filter is not None:
-        parts += [body.filter.record, body.filter.answer]
+        parts += [body.filter.record, body.filter.answer, body.filter.nodes, body.filter.failures]
     if body.prioritize is not None:
         parts += [body.prioritize.record, body.prioritize.answer or b""]
     return any(b"\\u0000" in part for part in parts) or "\x00" in body.node_mode + body.error_path
@@ -574,6 +621,10 @@ FilterLookup = Callable[[str], "Mapping[str, Any] | None"]
 
 def _filter_record(body: FilterBody) -> FilterRecord:
     part = _filter_record_decoder.decode(body.record)
+    if body.nodes:
+        part.nodes = _names_json_decoder.decode(body.nodes)
+    if body.failures:
+        part.failures = _failures_json_decoder.decode(body.failures)
     if body.passed_derived:
         failures = part.failures
         part.passed = [n for n in part.nodes if n not in failures]

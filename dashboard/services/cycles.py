@@ -27,9 +27,9 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 
 from dashboard.models import NodeMode, NodePosting, Outcome, SchedulingCycle, VerbCall
-from dashboard.packing import FilterFacts, filter_facts, stored_form
+from dashboard.packing import FilterFacts, body_read, filter_facts, stored_form
 from dashboard.services.audit import CONTENT_FIELDS, NodeCounts, audit_chain_open, call_content, copy_upsert
-from dashboard.services.ingest_prepare import Prepared, Summary, prepare, settled, when
+from dashboard.services.ingest_prepare import Prepared, Summary, prepare, settled, when, with_rows
 from dashboard.services.spool_read_ahead import SpoolReadAhead
 from dashboard.spool import Spool, SpoolRow
 from scheduler_core.record import FilterRecord, VerbEvent
@@ -231,13 +231,23 @@ def _stored_facts(call: VerbCall) -> FilterFacts | None:
     """A stored filter call's facts, for a prioritize that joins its cycle in a later batch."""
     if call.http_status != 200 or call.body is None:
         return None
-    record = call.record
+    return _facts_of_record(call.event_id, call.record)
+
+
+def _new_facts(call: Prepared) -> FilterFacts | None:
+    """A new filter call's facts: as prepared, or (not handed over by a preparing process) made from its body."""
+    if call.facts is not None or call.body is None or call.http_status != 200:
+        return call.facts
+    return _facts_of_record(call.event_id, body_read(call.body, lookup=lambda _event_id: None)[0])
+
+
+def _facts_of_record(event_id: str, record: dict[str, Any]) -> FilterFacts | None:
     if "nodes" not in record or "passed" not in record:
         return None
     part = msgspec.convert(
         {k: record[k] for k in ("nodes", "passed", "failures", "traffic_bytes") if k in record}, FilterRecord
     )
-    return filter_facts(call.event_id, part)
+    return filter_facts(event_id, part)
 
 
 def _referring_right(cycle_calls: Sequence[_Call], call: Prepared) -> Prepared:
@@ -248,7 +258,7 @@ def _referring_right(cycle_calls: Sequence[_Call], call: Prepared) -> Prepared:
     if call.refers_to and call.refers_to == found.event_id:
         return call
     if found.new is not None:
-        facts = found.new.facts
+        facts = _new_facts(found.new)
     else:
         assert found.stored is not None
         facts = _stored_facts(found.stored)
@@ -594,7 +604,7 @@ def spool_ingest(
             executor=preparer,
         ) as batches:
             for ready in batches:
-                _ingest_rows(spool, ready)
+                _ingest_rows(spool, with_rows(ready))
                 spool.delete_through(ready[-1][0].id)
                 moved += len(ready)
     return moved

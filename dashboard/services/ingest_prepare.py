@@ -248,10 +248,16 @@ class Prepared:
     refers_to: str = ""
     """A prioritize's: the filter call its body refers to ("" none)."""
     source: VerbEvent | bytes | None = None
-    """A prioritize's event (or its spool bytes), to prepare it again against another filter."""
+    """A prioritize's event (or its spool bytes), to prepare it again against another filter. None for one prepared
+    from a spool row: the ingester holds the row (:func:`with_rows`), nothing travels back for it."""
 
     def __getstate__(self) -> tuple[Any, ...]:  # to the ingester from its preparing process
-        return _state_out(self, "failed")
+        state = _state_out(self, "failed")
+        if self.facts is not None and self.body is not None:
+            # ~15 KB a filter, needed only when a prioritize of the batch referred to another filter: the writer
+            # makes them again from the body then (``dashboard.services.cycles``), as for a stored filter.
+            state = tuple(None if name == "facts" else value for name, value in zip(self.__slots__, state, strict=True))
+        return state
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
         _state_in(self, state, "failed")
@@ -319,23 +325,34 @@ def unconfirmed(event: VerbEvent) -> VerbEvent:
     return msgspec.structs.replace(event, error=error)
 
 
-def settled(rows: list[SpoolRow], grace_seconds: float) -> list[tuple[SpoolRow, Prepared | None]]:
-    """The leading rows ready for the database, prepared: stops at a row whose answer is still being written."""
-    ready: list[tuple[SpoolRow, Prepared | None]] = []
+def settled(rows: list[SpoolRow], grace_seconds: float) -> list[Prepared | None]:
+    """The leading rows ready for the database, prepared (None: not a verb record); stops at a row whose answer is
+    still being written. A prioritize's source is left to its row (:func:`with_rows`)."""
+    ready: list[Prepared | None] = []
     now = time.time()
     for row in rows:
         try:
             event = event_storable(decode_event(row.data, derive_answer=False), row.data)
         except (msgspec.DecodeError, zstandard.ZstdError) as exc:
             log.error("spool row %s is not a verb record (%s); set aside in the spool's rejected table", row.id, exc)
-            ready.append((row, None))
+            ready.append(None)
             continue
         if not row.answered:
             if now - event.started_at < grace_seconds:
                 break  # the answer is (most likely) being written right now; the next pass takes it
             log.warning("the answer recorded in spool row %s (%s) was never confirmed written", row.id, event.verb)
             event = unconfirmed(event)
-            ready.append((row, prepare(event)))
+            ready.append(prepare(event))  # its source is the event: the row's bytes lack the error
             continue
-        ready.append((row, prepare(event, source=row.data)))
+        prepared = prepare(event, source=row.data)
+        prepared.source = None if prepared.source is row.data else prepared.source
+        ready.append(prepared)
+    return ready
+
+
+def with_rows(ready: list[tuple[SpoolRow, Prepared | None]]) -> list[tuple[SpoolRow, Prepared | None]]:
+    """``ready`` (rows with what :func:`settled` made of them) with each prioritize's source back: its row's bytes."""
+    for row, prepared in ready:
+        if prepared is not None and prepared.source is None and prepared.verb == "prioritize":
+            prepared.source = row.data
     return ready

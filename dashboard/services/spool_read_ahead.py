@@ -19,8 +19,9 @@ from dashboard.spool import Spool, SpoolRow
 
 T = TypeVar("T")
 
-Settle = Callable[[list[SpoolRow]], list[tuple[SpoolRow, T]]]
-"""Rows in spool order → the leading rows ready for the database, each with what was made of it."""
+Settle = Callable[[list[SpoolRow]], list[T]]
+"""Rows in spool order → what was made of each of the leading rows ready for the database, in order (the rows
+themselves stay with the reader: from a preparing process, only what was made of them travels back)."""
 
 
 class SpoolReadAhead(Generic[T]):
@@ -54,7 +55,7 @@ class SpoolReadAhead(Generic[T]):
         self._pool = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="spool-prepare")
         # A thread shares the GIL with the writing: more than one batch ahead would only hold more memory.
         self._ahead = 1 if executor is None else max(1, ahead)
-        self._in_flight: deque[tuple[list[SpoolRow], Future[list[tuple[SpoolRow, T]]]]] = deque()
+        self._in_flight: deque[tuple[list[SpoolRow], Future[list[T]]]] = deque()
         self._submitted = 0
 
     def __enter__(self) -> SpoolReadAhead[T]:
@@ -81,7 +82,8 @@ class SpoolReadAhead(Generic[T]):
         self._read_ahead(0)
         while self._in_flight:
             rows, future = self._in_flight.popleft()
-            ready = future.result()  # raises what settling raised, after the batches before it were written
+            made = future.result()  # raises what settling raised, after the batches before it were written
+            ready = list(zip(rows, made, strict=False))  # strict=False: the leading rows only
             if not ready:
                 return
             # A batch cut short ends the pass (a row held back behind an answer still being written); the batches

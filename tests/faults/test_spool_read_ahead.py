@@ -21,20 +21,20 @@ def _spool(tmp_path, count: int) -> Spool:
     return spool
 
 
-def _every_row(rows: list[SpoolRow]) -> list[tuple[SpoolRow, bytes]]:
-    return [(row, row.data) for row in rows]
+def _every_row(rows: list[SpoolRow]) -> list[bytes]:
+    return [row.data for row in rows]
 
 
-def _held_back_at_7(rows: list[SpoolRow]) -> list[tuple[SpoolRow, bytes]]:
+def _held_back_at_7(rows: list[SpoolRow]) -> list[bytes]:
     ready = []
     for row in rows:
         if row.data == b"record 7":
             break  # an answer still being written: this pass stops here
-        ready.append((row, row.data))
+        ready.append(row.data)
     return ready
 
 
-def _fails_at_5(rows: list[SpoolRow]) -> list[tuple[SpoolRow, bytes]]:
+def _fails_at_5(rows: list[SpoolRow]) -> list[bytes]:
     if any(row.data == b"record 5" for row in rows):
         raise RuntimeError("cannot prepare")
     return _every_row(rows)
@@ -56,6 +56,7 @@ def _drain(spool: Spool, read_ahead: SpoolReadAhead[bytes], into: list[list[byte
     batches = [] if into is None else into
     with read_ahead as reader:
         for ready in reader:
+            assert all(made == row.data for row, made in ready), "each row with what was made of it"
             batches.append([made for _, made in ready])
             spool.delete_through(ready[-1][0].id)
     return batches

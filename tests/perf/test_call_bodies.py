@@ -31,7 +31,7 @@ from dashboard.packing import (
     column_decode,
     column_encode,
 )
-from dashboard.services import ingest_prepare
+from dashboard.services import cycles, ingest_prepare
 from dashboard.services.audit import audit_chain_verify
 from dashboard.services.cycles import cycles_ingest_events, spool_ingest
 from dashboard.services.ingest_prepare import record_of
@@ -197,6 +197,22 @@ def test_a_prioritize_ingested_after_its_filter_still_refers_to_it():
     assert prioritize.record == record_of(events[1])
 
 
+@pytest.mark.django_db
+def test_a_prioritize_that_guessed_another_filter_refers_to_its_own_handed_over_in_the_same_batch():
+    extender, cluster = demo_extender(40)
+    events = cycle_events(extender, cluster, random.Random(12), profile="default", mode="names")
+    other = msgspec.structs.replace(events[0], event_id="e" * 32, started_at=events[0].started_at - 60)
+    ingest_prepare.prepare(other)  # the preparing process last saw another filter of this pod
+    guessed = ingest_prepare.Prepared.of(events[1], facts=ingest_prepare.recent_filters.get(events[1].pod_uid))
+    assert guessed.refers_to == other.event_id
+    own = _through_a_process(ingest_prepare.prepare(events[0]))  # its facts stayed in the preparing process
+    cycles._ingest([own, guessed])
+    prioritize = VerbCall.objects.get(verb="prioritize")
+    assert msgspec.msgpack.decode(body_plain(prioritize.body))[3][5] == events[0].event_id
+    assert prioritize.record == record_of(events[1])
+    assert audit_chain_verify().ok
+
+
 def _through_a_process(value: Any) -> Any:
     """What a preparing process hands back (``ProcessPoolExecutor`` pickles results): our own bytes, never input."""
     return pickle.loads(pickle.dumps(value))  # noqa: S301
@@ -208,10 +224,14 @@ def test_prepared_calls_come_back_from_a_preparing_process_field_for_field():
     sent = [ingest_prepare.prepare(event) for event in events]
     assert sent[0].summary.nodes, "a filter's candidate list travels joined"
     assert sent[0].failed, "and so does its list of failed nodes"
+    assert sent[0].facts is not None, "the filter has facts a prioritize may refer to"
     for original, back in zip(sent, _through_a_process(sent), strict=True):
         for name in original.__slots__:
-            if name != "summary":
+            if name not in {"summary", "facts"}:
                 assert getattr(back, name) == getattr(original, name), name
+        # A filter's facts stay behind (~15 KB); the writer makes the same again from the body when it needs them.
+        assert back.facts is None
+        assert cycles._new_facts(back) == original.facts
         for name in original.summary.__slots__:
             assert getattr(back.summary, name) == getattr(original.summary, name), f"summary.{name}"
     first, second = _through_a_process(sent[0]), _through_a_process(sent[0])
