@@ -232,6 +232,36 @@ def column_decode(column: Column) -> list[Any]:
     return values
 
 
+_MSGPACK_FLOAT64 = np.dtype([("tag", "u1"), ("value", ">f8")])
+"""An item of a MessagePack array of floats: the float 64 tag (0xcb), then the value big-endian."""
+
+
+def _float_array(values: Sequence[Any]) -> np.ndarray | None:
+    """``values`` as a float64 array when every one is a float (not an int, a bool or None), else None.
+
+    Through MessagePack, which writes each float as its tag and 8 bytes: ~5 µs for 1000 values, where checking the
+    types and converting in numpy take ~40. Sound: each item begins with its type's tag, so when the item at 0 is a
+    float 64 the next begins 9 bytes on, and so on; with every tag 0xcb and the length 9 bytes an item, all are.
+    """
+    if type(values) is not list:
+        return None
+    count = len(values)
+    header = 1 if count < 16 else 3 if count < 1 << 16 else 5
+    data = _msgpack.encode(values)
+    if len(data) != header + 9 * count:
+        return None
+    items = np.frombuffer(data, dtype=_MSGPACK_FLOAT64, offset=header)
+    if not (items["tag"] == 0xCB).all():
+        return None
+    return items["value"].astype(np.float64)
+
+
+def _floats_or_nan(values: Sequence[Any]) -> np.ndarray:
+    """``values`` as float64, None as NaN (numpy's own conversion when they are not all floats)."""
+    found = _float_array(values)
+    return found if found is not None else np.array(values, dtype=np.float64)
+
+
 _RESIDUAL = np.dtype("<i8")
 """A predicted column's residuals: ten-thousandths (the record's 4 decimals), little-endian 64-bit integers."""
 
@@ -256,9 +286,9 @@ def _predicted_column(kind: int, predicted: np.ndarray, values: Sequence[float])
     does not give (a node without a raw figure, a record from another version) is one residual; nothing is ever
     assumed, each column is checked by decoding it.
     """
-    if len(values) != len(predicted) or countOf(map(type, values), float) != len(values):
+    actual = _float_array(values)
+    if actual is None or len(actual) != len(predicted):
         return None  # ints, bools or None would come back as floats
-    actual = np.array(values, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         difference = _on_grid(actual) - _on_grid(predicted)
     if not np.isfinite(difference).all() or np.abs(difference).max(initial=0.0) >= 2.0**53:
@@ -279,15 +309,15 @@ def _weighted_mean(plugins: Sequence[PluginScores], count: int) -> np.ndarray:
     for plugin in plugins:
         if plugin.applicable:
             total_weight += plugin.weight
-            totals += np.asarray(plugin.scores, dtype=np.float64) * plugin.weight
+            totals += _floats_or_nan(plugin.scores) * plugin.weight
     return totals / total_weight if total_weight else totals
 
 
 def _inverse_share(raw: Sequence[float | None], herd: Sequence[float]) -> np.ndarray:
     """``100 − x·100/max(x)`` for x = raw + herd bytes (``NetworkTraffic``'s scores); 0 where raw is None."""
-    figures = np.array(raw, dtype=np.float64)  # None → NaN
+    figures = _floats_or_nan(raw)  # None → NaN
     if herd:
-        figures += np.asarray(herd, dtype=np.float64)
+        figures += _floats_or_nan(herd)
     known = ~np.isnan(figures)
     highest = float(figures[known].max()) if known.any() else 0.0
     factor = 100.0 / highest if highest > 0 else 0.0
@@ -343,7 +373,8 @@ _EXTENDER_THRESHOLDS_ARRAY = np.array(_EXTENDER_THRESHOLDS, dtype=np.float64)
 
 def _extender_of(final: Sequence[float]) -> list[int]:
     try:
-        values = np.frombuffer(array("d", final), dtype=np.float64)
+        found = _float_array(final)
+        values = found if found is not None else np.frombuffer(array("d", final), dtype=np.float64)
     except (TypeError, OverflowError):  # not all numbers: the bisection raises (or answers) as it always did
         return list(map(bisect_right, repeat(_EXTENDER_THRESHOLDS), final))
     # One search in C instead of a bisection per node, with the same answer for every float (NaN sorts last in both:
