@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import threading
 from datetime import timedelta
@@ -11,9 +12,12 @@ from django.core.management import CommandError, call_command
 from django.db import connection, connections
 
 from dashboard.models import AuditCheckpoint, NodeTally, SchedulingCycle, VerbCall
+from dashboard.packing import PackedDict, stored_form
 from dashboard.services.audit import (
+    CONTENT_FIELDS,
     GENESIS,
     AuditChainBrokenError,
+    _canonical,
     audit_chain_verify,
     call_content,
     chain_link,
@@ -241,3 +245,42 @@ def test_concurrent_ingesters_build_one_chain(kube_scheduler):
     assert not errors
     report = audit_chain_verify()
     assert (report.ok, report.checked) == (True, 48)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"body": b"\x02binary body", "record": None, "response": None},
+        {"error": 'é \u2028 "quoted" \\ \x00', "server": ""},
+        {"duration_ms": 3, "http_status": 200, "cycle_id": 10**20},  # ints hash as floats; a huge one as itself
+        {"duration_ms": float("nan"), "started_at": T0 + timedelta(microseconds=7)},
+        {"duration_ms": -0.0, "record": {"b": [1, 2.5, None, True], "a": {"z": "x"}}, "response": [{"Host": "n"}]},
+        {"record": PackedDict({"nodes": ["n1"]}), "response": 0},
+    ],
+)
+def test_a_call_s_chained_content_is_the_canonical_json_of_its_columns(changes):
+    """``call_content`` writes the canonical form key by key: it must stay byte for byte what ``_canonical`` gives,
+    or chains recorded before would no longer verify."""
+    values = {
+        "cycle_id": 7,
+        "event_id": "e" * 32,
+        "verb": "filter",
+        "started_at": T0,
+        "duration_ms": 1.25,
+        "http_status": 200,
+        "error": "",
+        "server": "host:1",
+        "record": {"nodes": ["a", "b"], "passed": ["a"]},
+        "response": {"NodeNames": ["a"]},
+        "body": None,
+    }
+    values.update(changes)
+    if isinstance(values["record"], PackedDict):
+        values["record"].stored = "KLUv/QBYAQAA"
+    content = {name: stored_form(values[name]) for name in CONTENT_FIELDS}
+    if values["body"] is not None:
+        content["body"] = hashlib.sha256(values["body"]).hexdigest()
+    expected: list[str] = []
+    _canonical(content, expected)
+    assert call_content(values) == "".join(expected).encode("ascii")
