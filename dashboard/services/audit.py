@@ -164,6 +164,13 @@ def call_content(values: Mapping[str, Any]) -> bytes:
             out.append("null")
         elif kind is float:
             out.append(_number(value))
+        elif kind is int:
+            try:
+                out.append(_number(float(value)))
+            except OverflowError:
+                out.append(str(value))
+        elif kind is datetime:
+            out.append(str((value - _EPOCH) // _MICROSECOND))
         else:
             _canonical(value, out)
     out.append("}")
