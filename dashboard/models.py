@@ -157,6 +157,24 @@ def call_data(
     return (record_json if record_json is not None else {}), response_json
 
 
+class SharedPart(models.Model):
+    """Per-node lists many calls share, stored once (``dashboard.packing.SharedFilterPart``): a filter's candidates,
+    failures and traffic figures, the same for every pod of a kind between two traffic snapshots.
+
+    Addressed by the SHA-256 of its bytes: a call's body names the digest, the audit chain seals the body, and
+    whoever reads the part checks the digest, so a part cannot change unnoticed either. Written by the ingester
+    with the first call that refers to it (each later batch moves ``last_used_at``); the pruner deletes the parts
+    no remaining call can refer to.
+    """
+
+    digest = models.CharField(max_length=64, primary_key=True, help_text="SHA-256 of data, hex.")
+    data = models.BinaryField(help_text="zstd-compressed MessagePack (dashboard.packing.SharedFilterPart).")
+    last_used_at = models.DateTimeField(db_index=True, help_text="The latest start of a call referring to it.")
+
+    def __str__(self) -> str:
+        return self.digest[:12]
+
+
 class AuditCheckpoint(models.Model):
     """Where the hash chain resumes after pruning: the last pruned call and its chain hash."""
 

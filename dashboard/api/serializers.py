@@ -183,6 +183,9 @@ class ChainReportSerializer(serializers.Serializer[Any]):
     start_hash = serializers.CharField()
     head_id = serializers.IntegerField(allow_null=True, help_text="The last call checked.")
     head_hash = serializers.CharField(help_text="Keep it outside the database to anchor the chain.")
+    altered_parts = serializers.ListField(
+        child=serializers.CharField(), help_text="Shared parts whose bytes no longer match their digest."
+    )
 
 
 class VerifyQuerySerializer(serializers.Serializer[Any]):

@@ -41,7 +41,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from dashboard.models import AuditCheckpoint, NodeTally, SchedulingCycle, VerbCall
+from dashboard.models import AuditCheckpoint, NodeTally, SchedulingCycle, SharedPart, VerbCall
 from dashboard.packing import body_read, stored_form
 
 AUDITOR_GROUP = "auditor"
@@ -401,6 +401,20 @@ class ChainReport:
     head_id: int | None
     """The last call checked; keep ``head_hash`` elsewhere to anchor the chain."""
     head_hash: str
+    altered_parts: tuple[str, ...] = ()
+    """Shared parts (``SharedPart``) whose bytes no longer match the digest the sealed bodies name."""
+
+
+def _altered_parts(chunk_size: int = 500) -> list[str]:
+    """Every stored shared part checked against its digest (a few per traffic snapshot: cheap beside the chain)."""
+    altered = []
+    after = ""
+    while rows := list(
+        SharedPart.objects.filter(digest__gt=after).order_by("digest").values_list("digest", "data")[:chunk_size]
+    ):
+        altered += [digest for digest, data in rows if hashlib.sha256(bytes(data)).hexdigest() != digest]
+        after = rows[-1][0]
+    return altered
 
 
 @dataclass(slots=True)
@@ -453,11 +467,17 @@ def audit_chain_verify(*, after_id: int | None = None, chunk_size: int = 2000) -
         start_id = after_id
     walk = _Walk(previous=start_hash, last_id=start_id)
     _walk(_rows_after(start_id or 0, chunk_size=chunk_size), walk)
+    altered = _altered_parts()
+    reason = "" if walk.broken_id is None else _broken_reason(walk.broken_id)
+    if altered:
+        listed = ", ".join(altered[:5]) + (f" and {len(altered) - 5} more" if len(altered) > 5 else "")
+        reason = "; ".join(filter(None, [reason, f"shared parts whose bytes no longer match their digest: {listed}"]))
     return ChainReport(
-        ok=walk.broken_id is None,
+        ok=walk.broken_id is None and not altered,
         checked=walk.checked,
         first_broken_id=walk.broken_id,
-        reason="" if walk.broken_id is None else _broken_reason(walk.broken_id),
+        reason=reason,
+        altered_parts=tuple(altered),
         start_after_id=start_id,
         start_hash=start_hash,
         head_id=walk.last_id,
@@ -472,11 +492,24 @@ def audit_chain_verify(*, after_id: int | None = None, chunk_size: int = 2000) -
 class PruneResult:
     cycles_deleted: int
     calls_deleted: int
+    parts_deleted: int
+    """Shared parts (``SharedPart``) no remaining call refers to."""
     checkpoint_call_id: int | None
     """The last deleted call: verification resumes after it. None when nothing was deleted."""
     held_back: int
     """Cycles older than the cut-off kept because some of their calls were chained after newer cycles' calls
     (a late bind): the chain can only lose a prefix. A later prune takes them."""
+
+
+def _prune_parts() -> int:
+    """Delete the shared parts no remaining call can refer to: last used before the oldest remaining cycle started.
+
+    A call refers to a part only if the part's ``last_used_at`` is at least the call's start, which is at least its
+    cycle's (a cycle starts with its first call); the cycles' newest-first index finds the oldest at once.
+    """
+    oldest = SchedulingCycle.objects.aggregate(m=Min("started_at"))["m"]
+    doomed = SharedPart.objects.all() if oldest is None else SharedPart.objects.filter(last_used_at__lt=oldest)
+    return doomed.delete()[0]
 
 
 def _prune_boundary(older_than: datetime) -> int:
@@ -534,9 +567,11 @@ def cycles_prune(*, older_than: datetime, dry_run: bool = False, batch_size: int
                 created_at=timezone.now(),
             )
         _tallies_subtract(removed)
+        parts_deleted = _prune_parts()
         result = PruneResult(
             cycles_deleted=cycles_deleted,
             calls_deleted=calls_deleted,
+            parts_deleted=parts_deleted,
             checkpoint_call_id=walk.last_id,
             held_back=SchedulingCycle.objects.filter(started_at__lt=older_than).count(),
         )

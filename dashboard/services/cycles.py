@@ -26,7 +26,7 @@ import msgspec
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 
-from dashboard.models import NodeMode, NodePosting, Outcome, SchedulingCycle, VerbCall
+from dashboard.models import NodeMode, NodePosting, Outcome, SchedulingCycle, SharedPart, VerbCall
 from dashboard.packing import FilterFacts, body_read, filter_facts, stored_form
 from dashboard.services.audit import CONTENT_FIELDS, NodeCounts, audit_chain_open, call_content, copy_upsert
 from dashboard.services.ingest_prepare import Prepared, Summary, prepare, settled, when, with_rows
@@ -238,7 +238,9 @@ def _new_facts(call: Prepared) -> FilterFacts | None:
     """A new filter call's facts: as prepared, or (not handed over by a preparing process) made from its body."""
     if call.facts is not None or call.body is None or call.http_status != 200:
         return call.facts
-    return _facts_of_record(call.event_id, body_read(call.body, lookup=lambda _event_id: None)[0])
+    part = call.part
+    parts = {part.digest: part.data} if part is not None else {}
+    return _facts_of_record(call.event_id, body_read(call.body, lookup=lambda _event_id: None, parts=parts.get)[0])
 
 
 def _facts_of_record(event_id: str, record: dict[str, Any]) -> FilterFacts | None:
@@ -338,6 +340,30 @@ def _insert_calls(rows: list[tuple[Any, ...]], instances: list[VerbCall]) -> Non
     ):
         for row in rows:
             copy.write_row(row)
+
+
+def _upsert_parts(calls: Sequence[Prepared]) -> None:
+    """Store the shared parts these calls' bodies refer to (once each), and move each part's ``last_used_at`` to the
+    latest of its calls: one statement per batch, a few rows (one per pod kind and traffic snapshot)."""
+    latest: dict[str, tuple[bytes, datetime]] = {}
+    for call in calls:
+        assert call.part is not None
+        digest, data = call.part
+        known = latest.get(digest)
+        if known is None or call.at > known[1]:
+            latest[digest] = (data, call.at)
+    if not latest:
+        return
+    q = connection.ops.quote_name
+    table = q(SharedPart._meta.db_table)
+    newest = "GREATEST" if connection.vendor == "postgresql" else "MAX"
+    rows = ", ".join(["(%s, %s, %s)"] * len(latest))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (digest, data, last_used_at) VALUES {rows} ON CONFLICT (digest) DO UPDATE "  # noqa: S608
+            f"SET last_used_at = {newest}({table}.last_used_at, excluded.last_used_at)",
+            [value for digest, (data, at) in sorted(latest.items()) for value in (digest, data, at)],
+        )
 
 
 def _json_column(value: Any) -> str | None:
@@ -486,6 +512,7 @@ def _ingest(prepared: Sequence[Prepared]) -> int:
                 if cycle.candidate_slot is not None:
                     postings.append((cycle.candidate_slot, _candidates([c.summary for c in batch.calls_of(cycle)])))
         _insert_cycles(new_cycles)  # before the calls that point at them
+        _upsert_parts([new for new in fresh if new.part is not None])
 
         rows: list[tuple[Any, ...]] = []
         instances: list[VerbCall] = []

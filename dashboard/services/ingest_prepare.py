@@ -23,7 +23,15 @@ import msgspec
 import zstandard
 
 from dashboard.models import VerbCall
-from dashboard.packing import FilterFacts, NulInRecordError, body_encode_with_facts, filter_facts, pack
+from dashboard.packing import (
+    EncodedBody,
+    FilterFacts,
+    NulInRecordError,
+    Part,
+    body_encode_with_facts,
+    filter_facts,
+    pack,
+)
 from dashboard.services.storable import event_storable
 from dashboard.spool import SpoolRow
 from scheduler_core.record import VerbEvent, answer_of, decode_event
@@ -180,20 +188,20 @@ STORE_BODIES = True
 """False stores every record as JSON, as before migration 0004 (``benchmarks/record_path.py`` compares both)."""
 
 
-def body_of(event: VerbEvent, facts: FilterFacts | None) -> tuple[VerbEvent, bytes | None, FilterFacts | None]:
-    """The binary body of a per-node record (``dashboard.packing``), None when the call is stored as JSON; and for a
-    filter, what a prioritize of its cycle may refer to.
+def body_of(event: VerbEvent, facts: FilterFacts | None) -> tuple[VerbEvent, EncodedBody | None]:
+    """The binary body of a per-node record (``dashboard.packing``), None when the call is stored as JSON; with a
+    filter's facts (what a prioritize of its cycle may refer to) and shared part.
 
     The event comes back with NUL replaced when a string of its record held one (``event_storable`` found the
     strings written to columns; the body's encoder finds the rest).
     """
     if not STORE_BODIES or (event.filter is None and event.prioritize is None and event.preempt is None):
-        return event, None, None
+        return event, None
     try:
-        return event, *body_encode_with_facts(event, filter_facts=facts)
+        return event, body_encode_with_facts(event, filter_facts=facts)
     except NulInRecordError:
         event = event_storable(event, msgspec.json.encode(event))  # NUL → ␀ everywhere, as for a JSON record
-        return event, *body_encode_with_facts(event, filter_facts=facts)
+        return event, body_encode_with_facts(event, filter_facts=facts)
 
 
 class RecentFilters:
@@ -250,6 +258,8 @@ class Prepared:
     source: VerbEvent | bytes | None = None
     """A prioritize's event (or its spool bytes), to prepare it again against another filter. None for one prepared
     from a spool row: the ingester holds the row (:func:`with_rows`), nothing travels back for it."""
+    part: Part | None = None
+    """A filter's shared part (``dashboard.packing``), stored with the first call that refers to it."""
 
     def __getstate__(self) -> tuple[Any, ...]:  # to the ingester from its preparing process
         state = _state_out(self, "failed")
@@ -265,7 +275,8 @@ class Prepared:
     @classmethod
     def of(cls, event: VerbEvent, *, facts: FilterFacts | None = None, source: bytes | None = None) -> Prepared:
         """``event`` (already storable) prepared; a prioritize refers to ``facts`` when it can."""
-        event, body, made = body_of(event, facts if event.prioritize is not None else None)
+        event, encoded = body_of(event, facts if event.prioritize is not None else None)
+        body = encoded.body if encoded is not None else None
         at = when(event.started_at)
         prepared = cls(
             event.event_id,
@@ -288,8 +299,9 @@ class Prepared:
             prepared.response_json = pack(msgspec.json.decode(answer_of(event)))
         if event.filter is not None:
             prepared.failed = list(event.filter.failures)
+            prepared.part = encoded.part if encoded is not None else None
             if event.http_status == 200:
-                prepared.facts = made if body is not None else filter_facts(event.event_id, event.filter)
+                prepared.facts = encoded.facts if encoded is not None else filter_facts(event.event_id, event.filter)
         if event.prioritize is not None:
             prepared.refers_to = facts.event_id if facts is not None and body is not None else ""
             prepared.source = source if source is not None else event

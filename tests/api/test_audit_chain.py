@@ -208,7 +208,7 @@ def test_prune_cycles_applies_the_retention_setting_and_can_dry_run(history, set
     settings.SCHEDLENS_RETENTION_DAYS = 0
     out = io.StringIO()
     call_command("prune_cycles", "--dry-run", stdout=out)
-    assert out.getvalue().startswith("would delete 4 cycles and 12 calls")
+    assert out.getvalue().startswith("would delete 4 cycles, 12 calls")
     assert SchedulingCycle.objects.count() == 4
     call_command("prune_cycles", stdout=out)
     assert not SchedulingCycle.objects.exists()

@@ -28,6 +28,7 @@ from dashboard.packing import (
     Body,
     body_decode,
     body_encode,
+    body_encode_with_facts,
     column_decode,
     column_encode,
 )
@@ -90,8 +91,9 @@ def cycle_events(extender: Extender, cluster: Any, rng: random.Random, *, profil
 
 
 def assert_read_back(event: VerbEvent, lookup: Any = None) -> dict[str, Any]:
-    body = body_encode(event)
-    record, answer = body_decode(body, lookup=lookup or (lambda _event_id: None))
+    encoded = body_encode_with_facts(event)
+    parts = {encoded.part.digest: encoded.part.data} if encoded.part is not None else {}
+    record, answer = body_decode(encoded.body, lookup=lookup or (lambda _event_id: None), parts=parts.get)
     assert record == record_of(event)
     assert answer == msgspec.json.decode(event.response)
     return record

@@ -29,7 +29,8 @@ class Command(BaseCommand):
             raise CommandError(f"nothing pruned: {exc}") from None
         verb = "would delete" if options["dry_run"] else "deleted"
         self.stdout.write(
-            f"{verb} {result.cycles_deleted} cycles and {result.calls_deleted} calls started before "
-            f"{older_than:%Y-%m-%d %H:%M:%S}Z; checkpoint at call {result.checkpoint_call_id}; "
+            f"{verb} {result.cycles_deleted} cycles, {result.calls_deleted} calls started before "
+            f"{older_than:%Y-%m-%d %H:%M:%S}Z and {result.parts_deleted} shared parts no call refers to any more; "
+            f"checkpoint at call {result.checkpoint_call_id}; "
             f"{result.held_back} older cycles held back (calls chained after newer ones)"
         )

@@ -23,9 +23,8 @@ class Command(BaseCommand):
             raise CommandError(f"no stored call has id {options['after_id']}") from None
         start = f"after call {report.start_after_id}" if report.start_after_id is not None else "from the start"
         if not report.ok:
-            raise CommandError(
-                f"BROKEN at call {report.first_broken_id} ({report.checked} checked {start}): {report.reason}"
-            )
+            where = f"at call {report.first_broken_id}" if report.first_broken_id is not None else "in shared parts"
+            raise CommandError(f"BROKEN {where} ({report.checked} checked {start}): {report.reason}")
         self.stdout.write(
             f"ok: {report.checked} calls verified {start}; head call {report.head_id} hash {report.head_hash}"
         )
