@@ -1,14 +1,15 @@
 """The record path at 1000 nodes: spool append cost, bytes stored per cycle, ingest rate, backlog drain.
 
 Real records: one cycle (filter, prioritize, bind) per backlog cycle, made by the verbs over the simulator's
-1000-node cluster as a cluster would make them (one traffic snapshot, the herd estimate on, 200 pods/s: see
-``templates``), then given a new event id, pod UID and time. Everything in process; PostgreSQL on the same
+1000-node cluster as a cluster would make them (a new traffic snapshot every 15 s, the herd estimate on, 200
+pods/s: see ``templates``), then given a new event id, pod UID and time. Everything in process; PostgreSQL on the same
 machine, a scratch database.
 
 - append: ``Spool.append`` of each encoded record (what a verb adds after answering is built), p50/p99/max;
-- bytes stored per cycle: ``pg_column_size`` of every column of the cycle's calls, of the cycle row and of its
-  share of the node postings, and the tables' total size (heap, TOAST, indexes) per cycle, as ingested now and
-  plain (every record as plain jsonb, no binary body);
+- bytes stored per cycle: ``pg_column_size`` of every column of the cycle's calls, of the cycle row, of its share
+  of the node postings and of the shared parts (a filter's lists, stored once per kind of pod and snapshot), and
+  the tables' total size (heap, TOAST, indexes) per cycle, as ingested now and plain (every record as plain
+  jsonb, no binary body);
 - ingest: ``spool_ingest`` draining the backlog (read, decode, fold into cycles, chain, commit, delete), with
   ``SCHEDLENS_INGEST_PREPARERS`` preparing processes as ``ingest_spool --follow`` runs it (0: a thread);
 - drain of a 10-minute outage: the backlog a 10-minute database outage leaves at the sustained rate, divided
@@ -56,12 +57,16 @@ class RecordPathResult:
     spool_bytes: int
 
 
+SNAPSHOT_SECONDS = 15.0
+
+
 def templates(count: int, nodes: int = 1000) -> list[list[bytes]]:
     """``count`` real cycles as encoded spool records (filter, prioritize when 2+ nodes pass, bind).
 
-    As in a cluster: one traffic snapshot for the lot, and the herd estimate on (each bind raises its node's traffic
-    for the pods after it, 5 ms apart: 200 pods/s), so NetworkTraffic's scores and the final scores differ from
-    cycle to cycle while the candidate list and the snapshot's figures repeat. ``backlog`` cycles through them: ask
+    As in a cluster: a traffic snapshot every ``SNAPSHOT_SECONDS`` (the prefetch's default refresh), and the herd
+    estimate on (each bind raises its node's traffic for the pods after it, 5 ms apart: 200 pods/s), so
+    NetworkTraffic's scores and the final scores differ from cycle to cycle while the candidate list and the
+    snapshot's figures repeat until the next snapshot. ``backlog`` cycles through them: ask
     for as many as the backlog has cycles, or the ingester sees the same few records again and again.
     """
     from dashboard.traffic.view import LocalInputs
@@ -79,9 +84,10 @@ def templates(count: int, nodes: int = 1000) -> list[list[bytes]]:
     view = StaticCluster.from_document(cluster.document())
     profiles = load_profiles((REPO / "deploy" / "profiles.demo.yaml").read_text())
     store = TrafficStore()
-    for query in {q for p in profiles.values() for q in p.traffic_queries()}:
-        store.put(SyntheticTrafficSource(view.node_names).fetch(query))
     clock = [time.time()]
+    source = SyntheticTrafficSource(view.node_names, clock=lambda: clock[0])
+    queries = {q for p in profiles.values() for q in p.traffic_queries()}
+    fetched = -SNAPSHOT_SECONDS
     inputs = LocalInputs(lambda: store, InMemoryBindLog(300.0, default_decay_seconds=15.0))
     extender = Extender(
         profiles, cluster=view, traffic=store, binder=SimulatedBinder(), inputs=inputs, clock=lambda: clock[0]
@@ -90,6 +96,10 @@ def templates(count: int, nodes: int = 1000) -> list[list[bytes]]:
     out = []
     for index in range(count):
         clock[0] += 0.005
+        if clock[0] - fetched >= SNAPSHOT_SECONDS:
+            fetched = clock[0]
+            for query in queries:
+                store.put(source.fetch(query))
         profile = "gpu-aware" if index % 4 == 3 else "default"
         pod = make_pod(rng)
         filtered = extender.filter(
@@ -152,9 +162,11 @@ def stored_sizes(cycles: int) -> dict[str, float]:
         cycle_row, candidates = cursor.fetchone()
         cursor.execute("SELECT coalesce(sum(pg_column_size(p.*)), 0) FROM dashboard_nodeposting p")
         (postings,) = cursor.fetchone()
+        cursor.execute("SELECT coalesce(sum(pg_column_size(s.*)), 0) FROM dashboard_sharedpart s")
+        (parts,) = cursor.fetchone()
         cursor.execute(
             "SELECT pg_total_relation_size('dashboard_verbcall') + pg_total_relation_size('dashboard_schedulingcycle') "
-            "+ pg_total_relation_size('dashboard_nodeposting')"
+            "+ pg_total_relation_size('dashboard_nodeposting') + pg_total_relation_size('dashboard_sharedpart')"
         )
         (on_disk,) = cursor.fetchone()
     return {
@@ -165,7 +177,8 @@ def stored_sizes(cycles: int) -> dict[str, float]:
         "cycle row (incl. candidate_nodes)": cycle_row / cycles,
         "of which candidate_nodes": candidates / cycles,
         "node postings (share of a cycle)": postings / cycles,
-        "stored per cycle (columns)": (record + response + body + other + cycle_row + postings) / cycles,
+        "shared parts (share of a cycle)": parts / cycles,
+        "stored per cycle (columns)": (record + response + body + other + cycle_row + postings + parts) / cycles,
         "on disk per cycle (heap + TOAST + indexes)": on_disk / cycles,
     }
 
