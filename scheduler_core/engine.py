@@ -275,7 +275,7 @@ def run_prioritize(profile: Profile, ctx: CycleContext, nodes: Sequence[NodeInfo
     total_weight = 0
     for scorer in profile.scorers:
         result = scorer.plugin.score(ctx, nodes)
-        scores = np.round(np.asarray(_columns(result.scores).values, dtype=np.float64), 4)
+        scores: Floats = np.asarray(_columns(result.scores).values, dtype=np.float64).round(4)
         plugin_records.append(_plugin_record(scorer.plugin.name, scorer.weight, result, names, scores, ctx.shared))
         if not result.applicable:
             continue
