@@ -42,6 +42,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
+import threading
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
@@ -778,14 +779,17 @@ def stored_part(digest: str) -> bytes | None:
         data = SharedPart.objects.filter(digest=digest).values_list("data", flat=True).first()
         if data is None:
             return None
-        found = _stored_parts[digest] = bytes(data)
-        while len(_stored_parts) > STORED_PARTS_KEPT:
-            _stored_parts.pop(next(iter(_stored_parts)))
+        found = bytes(data)
+        with _stored_parts_lock:  # the dashboard's threads read calls side by side
+            _stored_parts[digest] = found
+            while len(_stored_parts) > STORED_PARTS_KEPT:
+                del _stored_parts[next(iter(_stored_parts))]
     return found
 
 
 STORED_PARTS_KEPT = 32
 _stored_parts: dict[str, bytes] = {}
+_stored_parts_lock = threading.Lock()
 
 
 def body_decode(body: bytes, *, lookup: FilterLookup, parts: PartLookup = stored_part) -> tuple[dict[str, Any], Any]:
