@@ -402,6 +402,8 @@ class FilterBody(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
     part: str = ""
     """(Format 2) The digest of the :class:`SharedFilterPart` holding this call's nodes, failures and traffic figures
     (then not in ``record`` nor ``traffic``); empty: none."""
+    answer_shared: bool = False
+    """(Format 2) ``answer`` is the part's (then empty here)."""
 
 
 class SharedFilterPart(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
@@ -414,6 +416,9 @@ class SharedFilterPart(msgspec.Struct, array_like=True, omit_defaults=True, gc=F
     failures: bytes = b""
     """JSON of its ``failures``; empty: none failed."""
     traffic: Column | None = None
+    answer: bytes = b""
+    """The answer after its ``NodeNames`` (the failed nodes and their reasons) as the first filter with these lists
+    was answered, which the others' answers repeat; a body whose answer differs keeps its own."""
 
 
 class Part(NamedTuple):
@@ -513,8 +518,10 @@ class _FilterShape:
     answer_prefix: bytes
     part: Part | None
     """The lists as a shared part; None: they stay in the body (small)."""
+    answer: bytes
+    """The part's answer (see :class:`SharedFilterPart`); empty: none."""
     nul: bool
-    """A name or reason in the lists holds NUL."""
+    """A name or reason in the lists (or in the part's answer) holds NUL."""
     facts_passed: bytes
     facts_traffic: bytes
 
@@ -523,15 +530,15 @@ _EMPTY: tuple[()] = ()
 _shapes: IdentityMemo[_FilterShape] = IdentityMemo(64)
 
 
-def _filter_shape(part: FilterRecord) -> _FilterShape:
+def _filter_shape(part: FilterRecord, response: bytes) -> _FilterShape:
     """:func:`_shape_made`, once per set of list objects (``dashboard.identity_memo``): the spool's reader hands the
     same candidate list, outcome and snapshot figures on from pod to pod."""
     lists = (part.nodes, part.failures, part.passed, part.traffic_bytes, part.unresolvable)
     sources = tuple(value if value else _EMPTY for value in lists)  # an empty list is never shared; any empty will do
-    return _shapes.get(sources, partial(_shape_made, part))
+    return _shapes.get(sources, partial(_shape_made, part, response))
 
 
-def _shape_made(part: FilterRecord) -> _FilterShape:
+def _shape_made(part: FilterRecord, response: bytes) -> _FilterShape:
     failures = part.failures
     passing = _passing(part.nodes, failures)  # one pass over the nodes for the uses below (read only)
     passed_derived = part.passed == list(compress(part.nodes, passing))
@@ -545,10 +552,12 @@ def _shape_made(part: FilterRecord) -> _FilterShape:
     traffic = b""
     if passed_derived and len(part.traffic_bytes) == len(part.nodes):
         traffic = _msgpack.encode(list(compress(part.traffic_bytes, passing)))
+    prefix = _ANSWER_PASSED + _json.encode(part.passed)
     shared = SharedFilterPart(
         nodes=_json.encode(part.nodes),
         failures=_json.encode(failures) if failures else b"",
         traffic=_column_of(part.traffic_bytes) if part.traffic_bytes else None,
+        answer=response[len(prefix) :] if response.startswith(prefix) else b"",
     )
     stored: Part | None = None
     size = len(shared.nodes) + len(shared.failures) + (len(_msgpack.encode(shared.traffic)) if shared.traffic else 0)
@@ -558,9 +567,10 @@ def _shape_made(part: FilterRecord) -> _FilterShape:
     return _FilterShape(
         passed_derived=passed_derived,
         unresolvable=unresolvable,
-        answer_prefix=_ANSWER_PASSED + _json.encode(part.passed),
+        answer_prefix=prefix,
         part=stored,
-        nul=b"\\u0000" in shared.nodes or b"\\u0000" in shared.failures,
+        answer=shared.answer if stored is not None else b"",
+        nul=any(b"\\u0000" in text for text in (shared.nodes, shared.failures, shared.answer)),
         facts_passed=_msgpack.encode(part.passed) if passed_derived else b"",
         facts_traffic=traffic,
     )
@@ -569,7 +579,7 @@ def _shape_made(part: FilterRecord) -> _FilterShape:
 def _filter_body(
     part: FilterRecord, response: bytes, facts: list[FilterFacts | None] | None = None
 ) -> tuple[FilterBody, Part | None]:
-    shape = _filter_shape(part)
+    shape = _filter_shape(part, response)
     if shape.nul:
         raise NulInRecordError("a node name or reason contains NUL")
     if facts is not None and shape.passed_derived:
@@ -587,14 +597,16 @@ def _filter_body(
     answer = response
     if response.startswith(shape.answer_prefix):
         answer_passed, answer = True, response[len(shape.answer_prefix) :]
+    answer_shared = answer_passed and bool(shape.answer) and answer == shape.answer
     body = FilterBody(
         record=_json.encode(slim),
         passed_derived=shape.passed_derived,
         unresolvable=shape.unresolvable,
         traffic=_column_of(part.traffic_bytes) if part.traffic_bytes and not shared else None,
         answer_passed=answer_passed,
-        answer=answer,
+        answer=b"" if answer_shared else answer,
         part=shape.part.digest if shape.part is not None else "",
+        answer_shared=answer_shared,
     )
     return body, shape.part
 
@@ -716,8 +728,9 @@ def _shared_part(digest: str, parts: PartLookup) -> SharedFilterPart:
     return _shared_part_decoder.decode(decompressor().decompress(data))
 
 
-def _filter_record(body: FilterBody, parts: PartLookup) -> FilterRecord:
+def _filter_record(body: FilterBody, parts: PartLookup) -> tuple[FilterRecord, SharedFilterPart | None]:
     part = _filter_record_decoder.decode(body.record)
+    shared: SharedFilterPart | None = None
     if body.part:
         shared = _shared_part(body.part, parts)
         part.nodes = _names_json_decoder.decode(shared.nodes)
@@ -732,7 +745,7 @@ def _filter_record(body: FilterBody, parts: PartLookup) -> FilterRecord:
         part.unresolvable = list(compress(part.failures, body.unresolvable))
     if body.traffic is not None:
         part.traffic_bytes = column_decode(body.traffic)
-    return part
+    return part, shared
 
 
 def _prioritize_record(body: PrioritizeBody, lookup: FilterLookup) -> PrioritizeRecord:
@@ -800,9 +813,10 @@ def body_decode(body: bytes, *, lookup: FilterLookup, parts: PartLookup = stored
         raise ValueError(f"unknown body format {body[:1]!r}")
     decoded = _body_decoder.decode(decompressor().decompress(body[1:]))
     answer: Any
+    part: Any
     if decoded.filter is not None:
-        part: Any = _filter_record(decoded.filter, parts)
-        text = decoded.filter.answer
+        part, shared = _filter_record(decoded.filter, parts)
+        text = shared.answer if decoded.filter.answer_shared and shared is not None else decoded.filter.answer
         if decoded.filter.answer_passed:
             text = _ANSWER_PASSED + _json.encode(part.passed) + text
         answer = msgspec.json.decode(text)

@@ -11,10 +11,11 @@ import pytest
 from django.db import connection
 
 from dashboard.models import SchedulingCycle, SharedPart, VerbCall
-from dashboard.packing import MIN_SHARED_BYTES, stored_part
+from dashboard.packing import MIN_SHARED_BYTES, FilterBody, _body_decoder, stored_part
 from dashboard.services.audit import audit_chain_verify, cycles_prune
 from dashboard.services.cycles import cycles_ingest_events
 from dashboard.services.ingest_prepare import record_of
+from scheduler_core.compression import decompressor
 from scheduler_core.record import VerbEvent
 from tests.perf.test_call_bodies import NOW, cycle_events, demo_extender
 
@@ -117,13 +118,14 @@ def test_pruning_deletes_the_parts_only_pruned_calls_referred_to():
     assert SharedPart.objects.count() == 0
 
 
-def _digest_of(call: VerbCall) -> str:
-    from dashboard.packing import _body_decoder
-    from scheduler_core.compression import decompressor
-
+def _filter_body_of(call: VerbCall) -> FilterBody:
     body = _body_decoder.decode(decompressor().decompress(bytes(call.body)[1:]))
     assert body.filter is not None
-    return body.filter.part
+    return body.filter
+
+
+def _digest_of(call: VerbCall) -> str:
+    return _filter_body_of(call).part
 
 
 @pytest.mark.django_db
@@ -137,3 +139,21 @@ def test_a_part_pruned_away_is_stored_again_by_a_late_call_that_refers_to_it():
     _clear_part_memory()
     assert VerbCall.objects.get(event_id=late[0].event_id).record == record_of(late[0])
     assert SharedPart.objects.get().last_used_at == datetime.fromtimestamp(late[0].started_at, tz=UTC)
+
+
+@pytest.mark.django_db
+def test_a_filter_answered_otherwise_than_the_part_keeps_its_own_answer():
+    first = _cycles(1, seed=5)[0][0]
+    # The same lists as the first filter, answered with an error text the first did not have.
+    answer = msgspec.json.decode(first.response)
+    answer["Error"] = "kube-scheduler asked twice"
+    other = msgspec.structs.replace(
+        first, event_id="f" * 32, pod_uid="other", started_at=first.started_at + 1, response=msgspec.json.encode(answer)
+    )
+    cycles_ingest_events(events=[first, other])
+    _clear_part_memory()
+    assert VerbCall.objects.get(event_id=first.event_id).response == msgspec.json.decode(first.response)
+    assert VerbCall.objects.get(event_id=other.event_id).response == answer
+    assert SharedPart.objects.count() == 1
+    shared = {call.event_id: _filter_body_of(call).answer_shared for call in VerbCall.objects.all()}
+    assert shared == {first.event_id: True, other.event_id: False}, "the first's answer is the part's"
