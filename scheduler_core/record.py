@@ -7,6 +7,8 @@ builtins, never a cycle), so a record does not add to the cyclic collector's wor
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any, Literal
 
 import msgspec
@@ -129,8 +131,10 @@ from pod to pod."""
 _EMPTY_ARRAY = b"\x90"
 _EMPTY_MAP = b"\x80"
 SHARED_KEPT = 64
-"""Distinct values of each kind the reader keeps decoded."""
-_shared_values: dict[msgspec.msgpack.Decoder[Any], dict[bytes, Any]] = {}
+"""Distinct values of each kind the reader keeps decoded, the least recently read dropped first: values made afresh
+for each record (a herd-adjusted score column) pass through without pushing out those that repeat."""
+_shared_values: dict[msgspec.msgpack.Decoder[Any], OrderedDict[bytes, Any]] = {}
+_shared_lock = threading.Lock()  # the ingester prepares in one thread and prepares again in another
 
 
 def _shared(raw: msgspec.Raw, decoder: msgspec.msgpack.Decoder[Any]) -> Any:
@@ -145,15 +149,19 @@ def _shared(raw: msgspec.Raw, decoder: msgspec.msgpack.Decoder[Any]) -> Any:
         return []
     if data == _EMPTY_MAP:
         return {}
-    known = _shared_values.get(decoder)
-    if known is None:
-        known = _shared_values.setdefault(decoder, {})
-    found = known.get(data)
-    if found is None:
-        found = decoder.decode(data)
-        if len(known) >= SHARED_KEPT:
-            known.clear()
+    with _shared_lock:
+        known = _shared_values.get(decoder)
+        if known is None:
+            known = _shared_values[decoder] = OrderedDict()
+        found = known.get(data)
+        if found is not None:
+            known.move_to_end(data)
+            return found
+    found = decoder.decode(data)
+    with _shared_lock:
         known[data] = found
+        if len(known) > SHARED_KEPT:
+            known.popitem(last=False)
     return found
 
 
