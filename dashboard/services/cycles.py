@@ -374,43 +374,55 @@ def _json_column(value: Any) -> str | None:
 
 @dataclass
 class _Tallies:
-    """Per-node counts of a batch's new calls, as ``audit.tally_call`` counts them, a distinct list at a time."""
+    """Per-node counts of a batch's new calls, as ``audit.tally_call`` counts them, a distinct list at a time.
 
-    considered: Counter[tuple[str, ...]] = field(default_factory=Counter)
-    """Candidate lists → how many filter calls listed them."""
-    filtered_out: Counter[tuple[str, ...]] = field(default_factory=Counter)
+    Lists are told apart by identity, not content: the same candidate list or outcome is one object from call to
+    call (the spool's reader and the hand-over from a preparing process share them), and a copy with the same names
+    only adds another entry that counts the same nodes. No tuple of 1000 names is built and hashed per call.
+    """
+
+    considered: Counter[int] = field(default_factory=Counter)
+    """Candidate list (by ``id``) → how many filter calls listed it."""
+    filtered_out: Counter[int] = field(default_factory=Counter)
     placements: Counter[str] = field(default_factory=Counter)
-    seen: dict[tuple[str, ...], datetime] = field(default_factory=dict)
-    """Candidate lists (and single bound nodes) → the latest time they were seen, in the order last seen."""
+    seen: dict[int | str, datetime] = field(default_factory=dict)
+    """Candidate lists (by ``id``) and single bound nodes → the latest time they were seen, in the order last seen."""
+    lists: dict[int, Sequence[str]] = field(default_factory=dict)
+    """The lists counted, held so that their ids stay theirs."""
+
+    def _key(self, names: Sequence[str]) -> int:
+        self.lists[id(names)] = names
+        return id(names)
 
     def add(self, call: Prepared) -> None:
         if call.http_status != 200:
             return
         if call.verb == "filter" and call.summary.has_record:
-            nodes = tuple(call.summary.nodes)
+            nodes = self._key(call.summary.nodes)
             self.considered[nodes] += 1
-            self.filtered_out[tuple(call.failed)] += 1
+            self.filtered_out[self._key(call.failed)] += 1
             self.seen.pop(nodes, None)
             self.seen[nodes] = call.at  # calls come in time order: the latest wins
         elif call.verb == "bind" and not call.error and call.summary.bind_node:
             self.placements[call.summary.bind_node] += 1
-            self.seen.pop((call.summary.bind_node,), None)
-            self.seen[(call.summary.bind_node,)] = call.at
+            self.seen.pop(call.summary.bind_node, None)
+            self.seen[call.summary.bind_node] = call.at
 
     def counts(self) -> dict[str, NodeCounts]:
         considered: Counter[str] = Counter()
-        for names, times in self.considered.items():
+        for key, times in self.considered.items():
             if times == 1:
-                considered.update(names)
+                considered.update(self.lists[key])
             else:
-                for name in names:
+                for name in self.lists[key]:
                     considered[name] += times
         filtered_out: Counter[str] = Counter()
-        for names, times in self.filtered_out.items():
-            for name in names:
+        for key, times in self.filtered_out.items():
+            for name in self.lists[key]:
                 filtered_out[name] += times
         last_seen: dict[str, datetime] = {}
-        for names, at in self.seen.items():  # oldest first: the latest time of each node wins
+        for seen, at in self.seen.items():  # oldest first: the latest time of each node wins
+            names = (seen,) if isinstance(seen, str) else self.lists[seen]
             last_seen.update(zip(names, repeat(at)))
         return self._merged(considered, filtered_out, last_seen)
 
