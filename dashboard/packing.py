@@ -503,10 +503,15 @@ def filter_facts(event_id: str, part: FilterRecord) -> FilterFacts | None:
     """What a later prioritize of the same cycle may refer to (see :class:`FilterFacts`); None: nothing."""
     if part.passed != list(filterfalse(part.failures.__contains__, part.nodes)):
         return None
-    traffic = b""
-    if len(part.traffic_bytes) == len(part.nodes):
-        traffic = _msgpack.encode(list(compress(part.traffic_bytes, _passed_positions(part.nodes, part.failures))))
+    traffic = _facts_traffic(part, _passed_positions(part.nodes, part.failures))
     return FilterFacts(event_id, _msgpack.encode(part.passed), traffic)
+
+
+def _facts_traffic(part: FilterRecord, passing: Sequence[bool]) -> bytes:
+    """``FilterFacts.traffic``: the filter's traffic figures at its passing positions; empty when it has none."""
+    if len(part.traffic_bytes) != len(part.nodes):
+        return b""
+    return _msgpack.encode(list(compress(part.traffic_bytes, passing)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -549,9 +554,6 @@ def _shape_made(part: FilterRecord, response: bytes) -> _FilterShape:
             unresolvable = flags  # the failed nodes that are unresolvable, in failures order, each once
     elif failures:
         unresolvable = b""
-    traffic = b""
-    if passed_derived and len(part.traffic_bytes) == len(part.nodes):
-        traffic = _msgpack.encode(list(compress(part.traffic_bytes, passing)))
     prefix = _ANSWER_PASSED + _json.encode(part.passed)
     shared = SharedFilterPart(
         nodes=_json.encode(part.nodes),
@@ -572,7 +574,7 @@ def _shape_made(part: FilterRecord, response: bytes) -> _FilterShape:
         answer=shared.answer if stored is not None else b"",
         nul=any(b"\\u0000" in text for text in (shared.nodes, shared.failures, shared.answer)),
         facts_passed=_msgpack.encode(part.passed) if passed_derived else b"",
-        facts_traffic=traffic,
+        facts_traffic=_facts_traffic(part, passing) if passed_derived else b"",
     )
 
 

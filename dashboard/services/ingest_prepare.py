@@ -356,8 +356,8 @@ def settled(rows: list[SpoolRow], grace_seconds: float) -> list[Prepared | None]
             event = unconfirmed(event)
             ready.append(prepare(event))  # its source is the event: the row's bytes lack the error
             continue
-        prepared = prepare(event, source=row.data)
-        prepared.source = None if prepared.source is row.data else prepared.source
+        prepared = prepare(event)
+        prepared.source = None  # a prioritize's: its row holds it, and ``with_rows`` puts the row's bytes back
         ready.append(prepared)
     return ready
 
