@@ -7,12 +7,12 @@ an object (its longest name, the passing positions, its stored column) is then w
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from itertools import starmap
 from operator import is_
 from typing import Generic, TypeVar
+
+from scheduler_core.lru import LRU
 
 V = TypeVar("V")
 
@@ -25,21 +25,14 @@ class IdentityMemo(Generic[V]):
     """
 
     def __init__(self, size: int) -> None:
-        self._size = size
-        self._kept: OrderedDict[tuple[int, ...], tuple[tuple[object, ...], V]] = OrderedDict()
-        self._lock = threading.Lock()  # the ingester's writing thread prepares again beside its preparing thread
+        # The ingester's writing thread prepares again beside its preparing thread: the LRU is thread-safe.
+        self._kept: LRU[tuple[int, ...], tuple[tuple[object, ...], V]] = LRU(size)
 
     def get(self, sources: tuple[object, ...], make: Callable[[], V]) -> V:
         key = tuple(map(id, sources))
-        with self._lock:
-            found = self._kept.get(key)
-            if found is not None and all(starmap(is_, zip(found[0], sources, strict=True))):
-                self._kept.move_to_end(key)
-                return found[1]
+        found = self._kept.get(key)
+        if found is not None and all(starmap(is_, zip(found[0], sources, strict=True))):
+            return found[1]
         value = make()
-        with self._lock:
-            self._kept[key] = (sources, value)
-            self._kept.move_to_end(key)
-            if len(self._kept) > self._size:
-                self._kept.popitem(last=False)
+        self._kept.put(key, (sources, value))
         return value

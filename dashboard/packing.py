@@ -42,7 +42,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
-import threading
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
@@ -61,6 +60,7 @@ from django.db import models
 from dashboard.identity_memo import IdentityMemo
 from scheduler_core.compression import compressor, decompressor
 from scheduler_core.engine import score_thresholds
+from scheduler_core.lru import LRU
 from scheduler_core.record import FilterRecord, PluginScores, PrioritizeRecord, VerbEvent
 from scheduler_core.wire import encode_host_priorities
 
@@ -795,16 +795,12 @@ def stored_part(digest: str) -> bytes | None:
         if data is None:
             return None
         found = bytes(data)
-        with _stored_parts_lock:  # the dashboard's threads read calls side by side
-            _stored_parts[digest] = found
-            while len(_stored_parts) > STORED_PARTS_KEPT:
-                del _stored_parts[next(iter(_stored_parts))]
+        _stored_parts.put(digest, found)  # thread-safe: the dashboard's threads read calls side by side
     return found
 
 
 STORED_PARTS_KEPT = 32
-_stored_parts: dict[str, bytes] = {}
-_stored_parts_lock = threading.Lock()
+_stored_parts: LRU[str, bytes] = LRU(STORED_PARTS_KEPT)
 
 
 def body_decode(body: bytes, *, lookup: FilterLookup, parts: PartLookup = stored_part) -> tuple[dict[str, Any], Any]:

@@ -12,15 +12,16 @@ The lists handed out are shared between calls and threads: nothing may change th
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
 
 from scheduler_core.cluster import ClusterView, NodeInfo, node_lookup, nodes_state
+from scheduler_core.lru import LRU
+from scheduler_core.plugins.base import SharedColumns, new_shared_columns
 
 MAX_LISTS = 16
-"""Distinct lists remembered; more (a churning cluster) start the memo over rather than grow it.
+"""Distinct lists remembered, the least recently used dropped first (a churning cluster brings new ones).
 
 A steady cluster needs a handful: kube-scheduler's list for filter, and one per filter outcome for prioritize.
 Each list keeps at most ``SHARED_COLUMNS`` columns, typically 1–2 MB in all at 5000 nodes."""
@@ -34,14 +35,13 @@ class Candidates:
     """Decoded and checked (no empty or repeated name). Read-only."""
     resolved: tuple[object, list[NodeInfo]] | None = None
     """(state of the node view, each name's NodeInfo in it): one reference, so never a state with another's nodes."""
-    shared: dict[Hashable, Any] = field(default_factory=dict)
+    shared: SharedColumns = field(default_factory=new_shared_columns)
     """Per-node columns that depend on the names alone, for :attr:`CycleContext.shared`."""
 
 
 class CandidatesMemo:
     def __init__(self) -> None:
-        self._lists: dict[bytes, Candidates] = {}
-        self._lock = threading.Lock()
+        self._lists: LRU[bytes, Candidates] = LRU(MAX_LISTS)
 
     def known(self, raw: bytes) -> list[str] | None:
         """The names of a list seen before with exactly these JSON bytes, else None."""
@@ -50,18 +50,12 @@ class CandidatesMemo:
 
     def candidates(
         self, raw: bytes | None, names: list[str], view: ClusterView
-    ) -> tuple[list[NodeInfo], dict[Hashable, Any]]:
+    ) -> tuple[list[NodeInfo], SharedColumns]:
         """``names`` (whose JSON bytes are ``raw``) as NodeInfo in ``view``, and where to keep columns of them."""
         state = nodes_state(view)
         if raw is None or state is None or len(raw) > MAX_NAMES_BYTES:
-            return _lookup(names, view), {}
-        entry = self._lists.get(raw)
-        if entry is None:
-            entry = Candidates(names)
-            with self._lock:
-                if len(self._lists) >= MAX_LISTS:
-                    self._lists = {}  # a new dict: readers holding the old one finish with it
-                self._lists[raw] = entry
+            return _lookup(names, view), new_shared_columns()
+        entry = self._lists.get_or_make(raw, partial(Candidates, names))
         resolved = entry.resolved
         if resolved is not None and resolved[0] is state:
             return resolved[1], entry.shared

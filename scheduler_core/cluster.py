@@ -14,6 +14,7 @@ from typing import Any, Protocol, TypeVar
 import msgspec
 
 from scheduler_core import wire
+from scheduler_core.lru import LRU
 
 NODE_RESOURCES_GROUP = "schedlens.io"
 NODE_RESOURCES_VERSION = "v1alpha1"
@@ -186,20 +187,17 @@ class ResourcesMemo:
 
     def __init__(self, size: int = 64) -> None:
         self._size = size
-        self._current: tuple[object, dict[Hashable, Any]] = (None, {})
+        self._current: tuple[object, LRU[Hashable, Any]] = (None, LRU(size))
         """(state, tables), replaced as one object so that a reader never pairs a state with another's tables."""
 
     def get(
         self, state: object, specs: Callable[[], Mapping[str, NodeResourcesSpec]], key: Hashable, build: Any
     ) -> Any:
         current_state, tables = self._current
-        if state is current_state and key in tables:
-            return tables[key]
-        # Stale, or many distinct resource sets: start over; else a copy (readers hold the old dict).
-        tables = {} if state is not current_state or len(tables) >= self._size else dict(tables)
-        tables[key] = table = build(specs())
-        self._current = (state, tables)
-        return table
+        if state is not current_state:  # the specs changed: every table is stale
+            tables = LRU(self._size)
+            self._current = (state, tables)
+        return tables.get_or_make(key, lambda: build(specs()))
 
 
 class StaticCluster:

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import compress, filterfalse, repeat
 from operator import attrgetter, is_, itemgetter, not_
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from scheduler_core.cluster import NodeInfo
 from scheduler_core.plugins import CycleContext, NodeScore, ScoreColumns, ScoreResult, Verdict
-from scheduler_core.plugins.base import candidate_names, shared_column
+from scheduler_core.plugins.base import SharedColumns, candidate_names, shared_column
 from scheduler_core.plugins.traffic import TrafficArgs, node_bytes, read_traffic
 from scheduler_core.profiles import Profile
 from scheduler_core.record import FilterRecord, PluginScores, PrioritizeRecord
@@ -122,7 +121,9 @@ def run_filter(profile: Profile, ctx: CycleContext, nodes: Sequence[NodeInfo]) -
     names = candidate_names(ctx, nodes)
     judged = [(plugin.name, plugin.filter(ctx, nodes)) for plugin in profile.filters]
     sources = (names, *(verdicts for _, verdicts in judged))
-    outcome = shared_column(ctx.shared, ("filter outcome", profile.name), sources, partial(_outcome, names, judged))
+    # One outcome per combination of verdict lists (pods asking for different resources alternate): keyed by them.
+    key = ("filter outcome", profile.name, *map(id, sources))
+    outcome = shared_column(ctx.shared, key, sources, partial(_outcome, names, judged))
     decision = FilterDecision(
         list(outcome.passed), dict(outcome.failed_reasons), dict(outcome.unresolvable_reasons), outcome
     )
@@ -221,7 +222,7 @@ def _columns(scores: Sequence[NodeScore]) -> ScoreColumns:
 
 
 def _plugin_record(
-    scorer_name: str, weight: int, result: ScoreResult, names: list[str], scores: Floats, shared: dict[Hashable, Any]
+    scorer_name: str, weight: int, result: ScoreResult, names: list[str], scores: Floats, shared: SharedColumns
 ) -> PluginScores:
     """``scores``: the plugin's normalized scores, already rounded to the record's 4 decimals."""
     columns = _columns(result.scores)

@@ -7,13 +7,13 @@ builtins, never a cycle), so a record does not add to the cyclic collector's wor
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
+from functools import partial
 from typing import Any, Literal
 
 import msgspec
 
 from scheduler_core.compression import compressor, decompressor
+from scheduler_core.lru import LRU
 from scheduler_core.wire import encode_host_priorities
 
 Verb = Literal["filter", "prioritize", "bind", "preempt"]
@@ -133,8 +133,10 @@ _EMPTY_MAP = b"\x80"
 SHARED_KEPT = 64
 """Distinct values of each kind the reader keeps decoded, the least recently read dropped first: values made afresh
 for each record (a herd-adjusted score column) pass through without pushing out those that repeat."""
-_shared_values: dict[msgspec.msgpack.Decoder[Any], OrderedDict[bytes, Any]] = {}
-_shared_lock = threading.Lock()  # the ingester prepares in one thread and prepares again in another
+_shared_values: dict[msgspec.msgpack.Decoder[Any], LRU[bytes, Any]] = {
+    decoder: LRU(SHARED_KEPT) for parts in _SHARED.values() for decoder in parts.values()
+}
+"""Per decoder: the ingester prepares in one thread and prepares again in another (the LRU is thread-safe)."""
 
 
 def _shared(raw: msgspec.Raw, decoder: msgspec.msgpack.Decoder[Any]) -> Any:
@@ -149,20 +151,7 @@ def _shared(raw: msgspec.Raw, decoder: msgspec.msgpack.Decoder[Any]) -> Any:
         return []
     if data == _EMPTY_MAP:
         return {}
-    with _shared_lock:
-        known = _shared_values.get(decoder)
-        if known is None:
-            known = _shared_values[decoder] = OrderedDict()
-        found = known.get(data)
-        if found is not None:
-            known.move_to_end(data)
-            return found
-    found = decoder.decode(data)
-    with _shared_lock:
-        known[data] = found
-        if len(known) > SHARED_KEPT:
-            known.popitem(last=False)
-    return found
+    return _shared_values[decoder].get_or_make(data, partial(decoder.decode, data))
 
 
 class _Reader:

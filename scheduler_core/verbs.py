@@ -11,11 +11,11 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from operator import attrgetter
-from typing import Any, Protocol
+from typing import Protocol
 
 import msgspec
 
@@ -26,7 +26,7 @@ from scheduler_core.cluster import ClusterView, NodeInfo, PodInfo, knows_all_nod
 from scheduler_core.engine import FilterDecision, run_filter, run_prioritize
 from scheduler_core.herd import RecentBinds
 from scheduler_core.plugins import CycleContext
-from scheduler_core.plugins.base import TrafficView, shared_column
+from scheduler_core.plugins.base import SharedColumns, TrafficView, new_shared_columns, shared_column
 from scheduler_core.profiles import Profile
 from scheduler_core.record import BindRecord, FilterRecord, NodeMode, PluginScores, PreemptRecord, VerbEvent
 
@@ -177,7 +177,7 @@ class Extender:
 
     def _candidates(
         self, body: bytes, *, images: bool = True
-    ) -> tuple[wire.ExtenderArgs, NodeMode, list[NodeInfo], list[msgspec.Raw], dict[Hashable, Any]]:
+    ) -> tuple[wire.ExtenderArgs, NodeMode, list[NodeInfo], list[msgspec.Raw], SharedColumns]:
         """The decoded body and its candidates as NodeInfo, with where to keep per-node columns of them.
 
         ``images``: some plugin of the call reads the nodes' images. Without it a full-Nodes item is decoded only
@@ -194,11 +194,11 @@ class Extender:
                 metas = [wire.decode_node_meta(raw, i).metadata for i, raw in enumerate(raws)]
                 infos = [NodeInfo(meta.name, meta.labels or {}) for meta in metas]
             wire.check_node_names(list(map(_name, infos)), wire.NODE_ITEM_NAME_PATH)
-            return args, "nodes", infos, raws, {}
+            return args, "nodes", infos, raws, new_shared_columns()
         nodes, shared = self._candidates_memo.candidates(raw_names, args.node_names or [], self.cluster)
         return args, "names", nodes, [], shared
 
-    def _unknown(self, mode: NodeMode, nodes: Sequence[NodeInfo], shared: dict[Hashable, Any]) -> set[str]:
+    def _unknown(self, mode: NodeMode, nodes: Sequence[NodeInfo], shared: SharedColumns) -> set[str]:
         """NodeNames entries a node cache that knows every node does not hold (never in full-Nodes mode).
 
         Once per candidate list and state of the cache (``nodes`` is looked up again when the state changes).
@@ -208,10 +208,8 @@ class Extender:
         unknown = partial(_not_held, nodes, node_lookup(self.cluster))
         return set(shared_column(shared, "unknown", (nodes,), unknown))
 
-    def _context(
-        self, profile: Profile, pod: PodInfo, now: float, shared: dict[Hashable, Any] | None = None
-    ) -> CycleContext:
-        shared = {} if shared is None else shared
+    def _context(self, profile: Profile, pod: PodInfo, now: float, shared: SharedColumns | None = None) -> CycleContext:
+        shared = new_shared_columns() if shared is None else shared
         if self.inputs is None:
             return CycleContext(pod=pod, cluster=self.cluster, traffic=self.traffic, now=now, shared=shared)
         traffic, binds = self.inputs.for_call(profile, now)
@@ -243,7 +241,8 @@ class Extender:
             answer = recorded = wire.encode(_filter_result(decision, record))
         else:  # the same verdicts, the same answer: encoded once per outcome
             encode = partial(_encoded_filter_result, decision, record)
-            answer = recorded = shared_column(shared, ("filter answer", profile_name), (decision.outcome,), encode)
+            key = ("filter answer", profile_name, id(decision.outcome))
+            answer = recorded = shared_column(shared, key, (decision.outcome,), encode)
         event = self._event(
             "filter",
             profile_name,
@@ -355,8 +354,9 @@ class Extender:
         pod = pod_info(args.pod)
         names: Sequence[str] = list(meta)
         nodes = [self.cluster.node(name) or NodeInfo(name) for name in names]
-        decision, record = run_filter(profile, self._context(profile, pod, started.at), nodes)
-        if unknown := self._unknown("names", nodes, {}):
+        context = self._context(profile, pod, started.at)
+        decision, record = run_filter(profile, context, nodes)
+        if unknown := self._unknown("names", nodes, context.shared):
             _fail_unknown(decision, record, nodes, unknown)
         kept = [nodes[i].name for i in decision.passed]
         answer = wire.encode(wire.ExtenderPreemptionResult(node_name_to_meta_victims={n: meta[n] for n in kept}))

@@ -17,6 +17,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -34,6 +35,7 @@ from dashboard.packing import (
 )
 from dashboard.services.storable import event_storable
 from dashboard.spool import SpoolRow
+from scheduler_core.lru import LRU
 from scheduler_core.record import VerbEvent, answer_of, decode_event
 
 log = logging.getLogger(__name__)
@@ -55,7 +57,7 @@ def record_of(event: VerbEvent) -> dict[str, Any]:
 
 NAME_LISTS_KEPT = 64
 """Distinct node lists a process receiving prepared calls keeps (a candidate list repeats across pods)."""
-_name_lists: dict[str, list[str]] = {}
+_name_lists: LRU[str, list[str]] = LRU(NAME_LISTS_KEPT)
 
 
 class _JoinedNames(str):
@@ -78,12 +80,7 @@ def _names_in(value: Any) -> Any:
     """The list :func:`_names_out` sent; a list received before is that same list object (never mutated)."""
     if type(value) is not _JoinedNames:
         return value
-    names = _name_lists.get(value)
-    if names is None:
-        if len(_name_lists) >= NAME_LISTS_KEPT:
-            _name_lists.clear()
-        names = _name_lists[str(value)] = value.split("\x00")
-    return names
+    return _name_lists.get_or_make(str(value), partial(value.split, "\x00"))
 
 
 def _state_out(obj: Any, names_field: str) -> tuple[Any, ...]:

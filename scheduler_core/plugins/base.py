@@ -12,6 +12,7 @@ import msgspec
 
 from scheduler_core.cluster import ClusterView, NodeInfo, PodInfo
 from scheduler_core.herd import NO_BINDS, RecentBinds
+from scheduler_core.lru import LRU
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
 
 NEUTRAL_SCORE = 50.0
@@ -117,6 +118,17 @@ class TrafficView(Protocol):
     def latest(self, query: TrafficQuery) -> TrafficSnapshot | None: ...
 
 
+SHARED_COLUMNS = 32
+"""Columns kept per candidate list, the least recently used dropped first: the candidates' names and traffic are
+read by every call and stay, while columns of one pod's images or resource set come and go."""
+SharedColumns = LRU[Hashable, tuple[tuple[object, ...], Any]]
+"""Where :func:`shared_column` keeps columns: key → (the sources they were made of, the column)."""
+
+
+def new_shared_columns() -> SharedColumns:
+    return LRU(SHARED_COLUMNS)
+
+
 @dataclass
 class CycleContext:
     """Everything a plugin may read during one verb call."""
@@ -127,7 +139,7 @@ class CycleContext:
     now: float = field(default_factory=time.time)
     binds: RecentBinds = NO_BINDS
     """Recent binds per node, read once per verb call, for the herd-effect estimate."""
-    shared: dict[Hashable, Any] = field(default_factory=dict)
+    shared: SharedColumns = field(default_factory=new_shared_columns)
     """Per-node columns that depend only on the candidates' names (each node's traffic in a snapshot), made once
     and never mutated: shared by this call's plugins, and by later calls with the same candidate list."""
 
@@ -135,18 +147,14 @@ class CycleContext:
 _T = TypeVar("_T")
 
 
-SHARED_COLUMNS = 32
-"""Columns kept per candidate list; more (many distinct images or resource sets) start its store over."""
-
-
-def shared_column(
-    shared: dict[Hashable, Any], key: Hashable, sources: tuple[object, ...], make: Callable[[], _T]
-) -> _T:
+def shared_column(shared: SharedColumns, key: Hashable, sources: tuple[object, ...], make: Callable[[], _T]) -> _T:
     """``make()``, kept in ``shared`` (a :attr:`CycleContext.shared`) under ``key`` while asked for with the very
     same ``sources``.
 
     ``sources`` are what the column is a function of (the candidate list, a snapshot, a memoized table), compared
-    by identity and held, so an id is never reused while the column is kept. Columns are shared: never mutated.
+    by identity and held, so an id is never reused while the column is kept. One column per key: made of other
+    sources, it replaces the one kept (a new snapshot's traffic supersedes the last). Where several are alive at once
+    (one filter outcome per combination of verdict lists), the key names the sources' ids. Never mutated.
     """
     found = shared.get(key)
     if found is not None:
@@ -154,9 +162,7 @@ def shared_column(
         if len(held) == len(sources) and all(map(is_, held, sources)):
             return value  # type: ignore[no-any-return]
     value = make()
-    if len(shared) >= SHARED_COLUMNS and key not in shared:
-        shared.clear()
-    shared[key] = (sources, value)
+    shared.put(key, (sources, value))
     return value
 
 

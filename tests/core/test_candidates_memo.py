@@ -105,3 +105,34 @@ def test_a_new_traffic_snapshot_changes_the_next_answer_for_the_same_list() -> N
         in {**(after["FailedNodes"] or {}), **(after["FailedAndUnresolvableNodes"] or {})}[names[0]]
     )
     assert json.loads(fresh_extender(busy).filter("default", request).body) == after
+
+
+def test_pods_asking_for_different_resources_in_turn_reuse_each_filter_outcome(monkeypatch) -> None:
+    """One outcome per combination of verdicts, kept side by side: alternating pods do not work it out again."""
+    from scheduler_core import engine
+
+    worked_out: list[int] = []
+    original = engine._outcome
+
+    def counting(names, judged):  # type: ignore[no-untyped-def]
+        worked_out.append(len(names))
+        return original(names, judged)
+
+    monkeypatch.setattr(engine, "_outcome", counting)
+    names = CLUSTER.node_names[:40]
+    kinds = []  # a pod asking for no extended resource, one for a GPU, one for NIC bandwidth
+    for resource in (None, "example.com/gpu", "example.com/nic-bandwidth"):
+        pod = make_pod(random.Random(9))
+        requests = pod["spec"]["containers"][0]["resources"]["requests"]
+        requests.pop("example.com/gpu", None)
+        requests.pop("example.com/nic-bandwidth", None)
+        if resource:
+            requests[resource] = "1"
+        kinds.append(body(pod, names))
+    extender = fresh_extender()
+
+    got = [extender.filter("default", kinds[i % 3]).body for i in range(30)]
+
+    assert len(worked_out) == 3, "each combination of verdicts worked out once"
+    assert len(set(got)) == 3, "the three pods get three different answers"
+    assert got == [answers(fresh_extender(), "filter", [kinds[i % 3]])[0][1] for i in range(30)]
