@@ -9,6 +9,8 @@ from operator import attrgetter, is_
 from typing import Any, ClassVar, Protocol, TypeVar, overload
 
 import msgspec
+import numpy as np
+from numpy.typing import NDArray
 
 from scheduler_core.cluster import ClusterView, NodeInfo, PodInfo
 from scheduler_core.herd import NO_BINDS, RecentBinds
@@ -64,14 +66,14 @@ class ScoreColumns(Sequence[NodeScore]):
 
     def __init__(
         self,
-        values: list[float],
+        values: list[float] | NDArray[np.float64],
         raws: Sequence[float | None] | None = None,
         details: Sequence[str] | None = None,
         herd_bytes: Sequence[float] = (),
         unmeasured: int | None = None,
     ) -> None:
         self.values = values
-        """0..100 per node."""
+        """0..100 per node (an array from a plugin that computes in numpy: the engine reads it as one)."""
         self.raws = raws
         """The plugin's raw input per node; None: no node has one."""
         self.details = details
@@ -96,7 +98,7 @@ class ScoreColumns(Sequence[NodeScore]):
             return [self[i] for i in range(*index.indices(len(self.values)))]
         i = range(len(self.values))[index]
         return NodeScore(
-            self.values[i],
+            float(self.values[i]),
             self.raws[i] if self.raws is not None else None,
             self.details[i] if self.details is not None else "",
             self.herd_bytes[i] if self.herd_bytes else 0.0,

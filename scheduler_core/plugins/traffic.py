@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import repeat
-from operator import attrgetter, mul, sub
+from operator import attrgetter
 from typing import ClassVar, Literal, cast
 
 import numpy as np
+from numpy.typing import NDArray
 
 from scheduler_core.cluster import NodeInfo
 from scheduler_core.herd import HerdEstimator
@@ -27,6 +28,8 @@ from scheduler_core.plugins.base import (
 )
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
 from scheduler_core.units import human_rate
+
+Floats = NDArray[np.float64]
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _name = attrgetter("name")
@@ -147,6 +150,10 @@ def node_bytes(ctx: CycleContext, snapshot: TrafficSnapshot, nodes: Sequence[Nod
     return shared_column(ctx.shared, ("node_bytes", snapshot.query), (snapshot, nodes), column)
 
 
+def _floats(values: list[float | None]) -> Floats:
+    return np.asarray(values, dtype=np.float64)
+
+
 class NetworkTraffic:
     """Less traffic, higher score: 100 − raw·100/max over the candidates (all zero → 100 each)."""
 
@@ -174,7 +181,7 @@ class NetworkTraffic:
         # Herd bytes per candidate: each bind's candidate position found by name in C, the decayed bytes summed
         # per position in numpy, and added to the node's measured bytes (x + 0.0 is x for a node without binds).
         herd_column: list[float] = []
-        effective: list[float | None] = raws
+        extra: Floats | None = None
         if herd.enabled and binds.nodes:
             at = np.fromiter(
                 map(candidate_positions(ctx, nodes).get, binds.nodes, repeat(-1)), np.intp, len(binds.nodes)
@@ -182,30 +189,34 @@ class NetworkTraffic:
             candidate = at >= 0
             if candidate.any():
                 times = np.asarray(binds.times, dtype=np.float64)[candidate]
-                column = herd.extra_bytes_at(at[candidate], times, ctx.now, len(nodes))
+                extra = herd.extra_bytes_at(at[candidate], times, ctx.now, len(nodes))
                 if unmeasured:  # a node without a series gets no herd bytes: it is scored as missing
-                    column[[i for i, raw in enumerate(raws) if raw is None]] = 0.0
-                    herd_column = column.tolist()
-                    pairs = zip(raws, herd_column, strict=True)
-                    effective = [None if raw is None else raw + extra for raw, extra in pairs]
-                else:
-                    herd_column = column.tolist()
-                    effective = (np.asarray(raws, dtype=np.float64) + column).tolist()
+                    extra[[i for i, raw in enumerate(raws) if raw is None]] = 0.0
+                herd_column = extra.tolist()
         # Per-node text is left to the explanation (it has ``raw`` and ``herd_bytes``): formatting 1000
-        # strings per call is the single largest cost of a large prioritize. The arithmetic runs in C (map)
-        # when every node has a series, with the same operations in the same order as the loop below.
+        # strings per call is the single largest cost of a large prioritize.
         details: list[str] | None = None
-        if unmeasured:  # ``effective`` is None where ``raws`` is
+        values: list[float] | Floats
+        if unmeasured:
+            effective: list[float | None] = raws
+            if extra is not None:
+                pairs = zip(raws, herd_column, strict=True)
+                effective = [None if raw is None else raw + bytes_ for raw, bytes_ in pairs]
             known = [value for value in effective if value is not None]
             highest = max(known, default=0.0)
             factor = 100.0 / highest if highest > 0 else 0.0
             values = [missing_score if value is None else 100.0 - value * factor for value in effective]
             details = ["no traffic series for node" if value is None else "" for value in effective]
         else:
-            present = cast(list[float], effective)  # no None left
-            highest = max(present, default=0.0)
+            # Every node has a series: in numpy, the same IEEE operations per node as the loop above (x + herd,
+            # then 100 − x·factor), on the snapshot's column as an array, made once per candidate list.
+            measured: Floats = shared_column(
+                ctx.shared, ("node_bytes array", reading.snapshot.query), (raws,), partial(_floats, raws)
+            )
+            present = measured if extra is None else measured + extra
+            highest = float(present.max()) if count else 0.0
             factor = 100.0 / highest if highest > 0 else 0.0
-            values = list(map(sub, repeat(100.0), map(mul, present, repeat(factor))))
+            values = 100.0 - present * factor
         note = reading.note
         if herd.enabled and ctx.binds.note:
             note = "; ".join(part for part in (note, ctx.binds.note) if part)

@@ -290,3 +290,30 @@ def test_the_vectorized_estimate_is_the_per_node_sum_in_whole_bytes() -> None:
         # The estimate as a loop per node would add it up: linear decay, clamped at 0 and at 1; in whole bytes.
         expected = sum(herd.bytes_per_pod * max(0.0, 1.0 - max(0.0, now - t) / herd.decay_seconds) for t in times)
         assert column[position] == float(round(expected))
+
+
+@pytest.mark.parametrize("with_missing", [False, True])
+def test_each_score_is_the_per_node_formula_exactly_with_binds(with_missing: bool) -> None:
+    """100 − (raw + herd)·100/max, node by node, as an auditor recomputes it: to the last bit before rounding."""
+    import random
+
+    rng = random.Random(23)
+    nodes = [f"n{i:03d}" for i in range(300)]
+    measured = {name: rng.uniform(0, 900 * MB) for name in nodes}
+    if with_missing:
+        for name in rng.sample(nodes, 30):
+            del measured[name]
+    now = time.time()
+    ext, _ = extender(traffic_store(measured), profile_yaml("assumedBytesPerPod: 50000000"), now=now)
+    for uid in range(40):
+        bind(ext, rng.choice(nodes), f"u{uid}")
+
+    (traffic,) = ext.prioritize("default", names(nodes)).event.prioritize.plugins
+
+    effective = [
+        None if raw is None else raw + (traffic.herd_bytes or [0.0] * 300)[i] for i, raw in enumerate(traffic.raw)
+    ]
+    assert any(traffic.herd_bytes), "the binds raised some nodes"
+    highest = max(value for value in effective if value is not None)
+    expected = [50.0 if value is None else float(np.round(100.0 - value * (100.0 / highest), 4)) for value in effective]
+    assert traffic.scores == expected
