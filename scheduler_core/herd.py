@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Protocol
 
 import numpy as np
@@ -34,19 +35,24 @@ class RecentBinds:
     """
 
     nodes: tuple[str, ...] = ()
-    times: tuple[float, ...] = ()
+    times: tuple[float, ...] | Floats = ()
     """Bind time of each entry of ``nodes`` (Unix seconds)."""
     default_decay_seconds: float = 15.0
     """How long a bind raises its node's estimate when the plugin does not say: the traffic refresh interval."""
     note: str = ""
     """Why the list may be incomplete (e.g. the shared log was unreachable), for the record."""
+    node_ids: NDArray[np.intp] | None = None
+    """Each entry's node as its index in ``id_names``, from a log that numbers node names: a verb then finds the
+    candidates' positions of thousands of binds with one array lookup (:func:`bind_positions`)."""
+    id_names: list[str] = field(default_factory=list)
+    """Node names by number; the log only appends to it (a new list when it starts numbering over)."""
 
     @property
     def by_node(self) -> dict[str, tuple[float, ...]]:
         """Bind times per node, in recorded order."""
         grouped: dict[str, list[float]] = {}
         for node, at in zip(self.nodes, self.times, strict=True):
-            grouped.setdefault(node, []).append(at)
+            grouped.setdefault(node, []).append(float(at))
         return {node: tuple(times) for node, times in grouped.items()}
 
 
@@ -66,7 +72,13 @@ PRUNE_SECONDS = 0.25
 
 
 class InMemoryBindLog:
-    """A :class:`BindLog` in this process only: the in-process mode, and the fallback when Redis is down."""
+    """A :class:`BindLog` in this process only: the in-process mode, and the fallback when Redis is down.
+
+    Every verb call reads the recent binds (thousands at sustained rates: 200 pods/s over 15 s is 3000), so the log
+    keeps them ready as one immutable :class:`RecentBinds`, its node names numbered: a new bind appends to it (a copy
+    of two arrays and a tuple, microseconds) and a call takes it as it is. Building it from the binds, as every call
+    once did, cost ~0.2 ms at 3000 binds and finding their candidate positions by name another ~0.1 ms.
+    """
 
     def __init__(self, horizon_seconds: float, *, default_decay_seconds: float | None = None) -> None:
         if horizon_seconds <= 0:
@@ -77,20 +89,60 @@ class InMemoryBindLog:
         self._binds: dict[str, tuple[str, float]] = {}
         """pod → (node, bound at)."""
         self._pruned_at = -math.inf
+        self._recent: RecentBinds | None = None
+        """``_binds`` as handed to verbs; None: to be built again from them."""
+        self._ids: dict[str, int] = {}
+        self._names: list[str] = []
 
     def record_bind(self, *, node: str, pod: str, at: float) -> None:
         with self._lock:
             previous = self._binds.get(pod)
-            if previous is None or previous[0] != node:
+            if previous is None:
                 self._binds[pod] = (node, at)
+                self._append(node, at)
+            elif previous[0] != node:  # rebound elsewhere: it keeps its place in the order, so build again
+                self._binds[pod] = (node, at)
+                self._recent = None
             self._prune(at)
 
     def recent_binds(self, now: float) -> RecentBinds:
         with self._lock:
             self._prune(now)
-            entries = list(self._binds.values())
-        nodes, times = zip(*entries, strict=True) if entries else ((), ())
-        return RecentBinds(nodes, times, default_decay_seconds=self.default_decay_seconds)
+            if self._recent is None:
+                self._recent = self._build()
+            return self._recent
+
+    def _number(self, node: str) -> int:
+        found = self._ids.get(node)
+        if found is None:
+            found = self._ids[node] = len(self._names)
+            self._names.append(node)
+        return found
+
+    def _append(self, node: str, at: float) -> None:
+        recent = self._recent
+        if recent is None or recent.node_ids is None:
+            return  # built on the next read
+        self._recent = RecentBinds(
+            (*recent.nodes, node),
+            np.append(recent.times, at),
+            self.default_decay_seconds,
+            node_ids=np.append(recent.node_ids, self._number(node)),
+            id_names=self._names,
+        )
+
+    def _build(self) -> RecentBinds:
+        entries = list(self._binds.values())
+        if len(self._names) > 2 * len(entries) + 4096:  # node names churned: number them over
+            self._ids, self._names = {}, []
+        nodes = tuple(node for node, _ in entries)
+        return RecentBinds(
+            nodes,
+            np.fromiter((at for _, at in entries), np.float64, len(entries)),
+            self.default_decay_seconds,
+            node_ids=np.fromiter(map(self._number, nodes), np.intp, len(nodes)),
+            id_names=self._names,
+        )
 
     def _prune(self, now: float) -> None:
         # A scan of every bind, so at most every PRUNE_SECONDS of ``now`` (thousands of binds at sustained rates):
@@ -102,6 +154,22 @@ class InMemoryBindLog:
         expired = [pod for pod, (_, at) in self._binds.items() if at < cutoff]
         for pod in expired:
             del self._binds[pod]
+        if expired:
+            self._recent = None
+
+
+def positions_by_number(
+    names: list[str], positions: dict[str, int], known: NDArray[np.intp] | None
+) -> NDArray[np.intp]:
+    """Candidate position (-1: not a candidate) by node number, for every name of ``names`` (a log's
+    :attr:`RecentBinds.id_names`) numbered so far. ``known``: what this returned before for the same candidates and
+    names: the log only appends to them, so only the names numbered since are looked up."""
+    count = len(names)  # the log may number more meanwhile: those are not in this call's binds
+    start = 0 if known is None else len(known)
+    if start >= count and known is not None:
+        return known
+    added = np.fromiter(map(positions.get, names[start:count], repeat(-1)), np.intp, count - start)
+    return added if known is None else np.concatenate((known, added))
 
 
 @dataclass(frozen=True, slots=True)

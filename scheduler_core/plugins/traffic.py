@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from scheduler_core.cluster import NodeInfo
-from scheduler_core.herd import HerdEstimator
+from scheduler_core.herd import HerdEstimator, RecentBinds, positions_by_number
 from scheduler_core.plugins.base import (
     NEUTRAL_SCORE,
     PASS,
@@ -150,6 +150,21 @@ def node_bytes(ctx: CycleContext, snapshot: TrafficSnapshot, nodes: Sequence[Nod
     return shared_column(ctx.shared, ("node_bytes", snapshot.query), (snapshot, nodes), column)
 
 
+def _bind_positions(ctx: CycleContext, nodes: Sequence[NodeInfo], binds: RecentBinds) -> NDArray[np.intp]:
+    """Each recent bind's position among the candidates (-1: not one); by node number when the log numbers them,
+    the table kept per candidate list and extended as the log numbers new names."""
+    positions = candidate_positions(ctx, nodes)
+    if binds.node_ids is None:
+        return np.fromiter(map(positions.get, binds.nodes, repeat(-1)), np.intp, len(binds.nodes))
+    key = ("bind positions", id(binds.id_names))
+    found = ctx.shared.get(key)
+    known = found[1] if found is not None and found[0][0] is binds.id_names and found[0][1] is nodes else None
+    table = positions_by_number(binds.id_names, positions, known)
+    if table is not known:
+        ctx.shared.put(key, ((binds.id_names, nodes), table))
+    return table[binds.node_ids]
+
+
 def _floats(values: list[float | None]) -> Floats:
     return np.asarray(values, dtype=np.float64)
 
@@ -183,9 +198,7 @@ class NetworkTraffic:
         herd_column: list[float] = []
         extra: Floats | None = None
         if herd.enabled and binds.nodes:
-            at = np.fromiter(
-                map(candidate_positions(ctx, nodes).get, binds.nodes, repeat(-1)), np.intp, len(binds.nodes)
-            )
+            at = _bind_positions(ctx, nodes, binds)
             candidate = at >= 0
             if candidate.any():
                 times = np.asarray(binds.times, dtype=np.float64)[candidate]

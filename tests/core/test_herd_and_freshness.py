@@ -317,3 +317,44 @@ def test_each_score_is_the_per_node_formula_exactly_with_binds(with_missing: boo
     highest = max(value for value in effective if value is not None)
     expected = [50.0 if value is None else float(np.round(100.0 - value * (100.0 / highest), 4)) for value in effective]
     assert traffic.scores == expected
+
+
+def test_the_log_handed_to_verbs_stays_exactly_its_binds_through_rebinds_expiry_and_renumbering() -> None:
+    """The log keeps its binds ready for the verbs, numbered by node, and updates them bind by bind: at every
+    step they are the binds a plain scan of the log gives, and each bind's candidate position by number is the
+    one found by name."""
+    import random
+
+    from scheduler_core.herd import positions_by_number
+
+    rng = random.Random(5)
+    log = InMemoryBindLog(2.0)
+    reference: dict[str, tuple[str, float]] = {}
+    candidates = {f"n{i}": i for i in range(0, 300, 2)}  # every other node is a candidate
+    known = None
+    numbering = None
+    numberings = 0
+    now = 1000.0
+    for step in range(12_000):
+        now += rng.uniform(0.0, 0.01)
+        node = f"n{rng.randrange(300)}" if step < 4000 else f"new-{step}"  # later, node names churn (autoscaling)
+        pod = f"p{rng.randrange(max(0, step - 50), step + 1)}"  # some pods bound again, elsewhere, soon after
+        log.record_bind(node=node, pod=pod, at=now)
+        if pod not in reference or reference[pod][0] != node:
+            reference[pod] = (node, now)
+        if step % 97:
+            continue
+        binds = log.recent_binds(now)
+        alive = {p: (n, t) for p, (n, t) in reference.items() if t >= now - 2.0}
+        got = sorted(zip(binds.nodes, map(float, binds.times), strict=True))
+        assert set(alive.values()) <= set(got) <= set(reference.values())
+        assert min(at for _, at in got) >= now - 2.0 - 0.25, "pruned at most 0.25 s late"
+        assert len(got) == len(set(got))
+        if binds.id_names is not numbering:
+            numbering, known = binds.id_names, None
+            numberings += 1
+        known = positions_by_number(binds.id_names, candidates, known)
+        assert binds.node_ids is not None
+        by_number = known[binds.node_ids].tolist()
+        assert by_number == [candidates.get(name, -1) for name in binds.nodes]
+    assert numberings > 1, "node names numbered over once they churned"
