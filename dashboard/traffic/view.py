@@ -176,7 +176,7 @@ class RedisTrafficView:
             snapshot = self._inline(query, snapshot, now)
             if snapshot is not None:
                 snapshots[query] = snapshot
-        return SnapshotMap(snapshots), self.binds.parse(results[-1])
+        return SnapshotMap(snapshots), self.binds.parse(results[-1], now)
 
     def record_bind(self, *, node: str, pod: str, at: float) -> None:
         self.local_binds.record_bind(node=node, pod=pod, at=at)
