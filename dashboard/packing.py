@@ -294,6 +294,8 @@ def _predicted_column(kind: int, predicted: np.ndarray, values: Sequence[float])
     actual = _float_array(values)
     if actual is None or len(actual) != len(predicted):
         return None  # ints, bools or None would come back as floats
+    if _from_prediction(predicted, b"").tobytes() == actual.tobytes():
+        return Column(kind, b"")  # every value is the prediction (an engine's record): what the rest would find
     with np.errstate(invalid="ignore"):
         difference = _on_grid(actual) - _on_grid(predicted)
     if not np.isfinite(difference).all() or np.abs(difference).max(initial=0.0) >= 2.0**53:
