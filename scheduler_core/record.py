@@ -238,11 +238,7 @@ empty answer."""
 SPOOL_BINARY_FORMS = (SPOOL_BINARY, SPOOL_BINARY_DERIVED)
 """Every binary form's first bytes (``bytes.startswith`` takes the tuple)."""
 _ZSTD_LEVEL = -1
-"""One of zstd's fast levels: a 1000-node filter's names and reasons repeat, so even it makes it 5-10× smaller."""
-_PRIORITIZE_ZSTD_LEVEL = -5
-"""A faster level still for a prioritize, mostly float columns, which no level shrinks much: a 1000-node one with
-herd bytes encodes in ~170 µs against ~225 at -1, for 25 KB spooled instead of 19 (its append ~10 µs more). A
-filter gains nothing from it and doubles in size."""
+"""One of zstd's fast levels: a 1000-node record's names and reasons repeat, so even it makes it 5-10× smaller."""
 _json_encoder = msgspec.json.Encoder()
 _json_decoder = msgspec.json.Decoder(VerbEvent)
 _binary_encoder = msgspec.msgpack.Encoder()
@@ -270,8 +266,7 @@ def encode_event(event: VerbEvent) -> bytes:
     else:
         values[_RESPONSE] = memoryview(event.response)  # encoded as bytes without a copy
     packed = _binary_encoder.encode(values)  # an array, as ``_SpoolEvent`` (array-like) reads it back
-    level = _ZSTD_LEVEL if event.prioritize is None else _PRIORITIZE_ZSTD_LEVEL
-    return magic + compressor(level).compress(packed)
+    return magic + compressor(_ZSTD_LEVEL).compress(packed)
 
 
 def decode_event(data: bytes, *, derive_answer: bool = True) -> VerbEvent:
