@@ -8,11 +8,10 @@ an object (its longest name, the passing positions, its stored column) is then w
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import starmap
-from operator import is_
 from typing import Generic, TypeVar
 
 from scheduler_core.lru import LRU
+from scheduler_core.plugins.base import SharedColumns, shared_column
 
 V = TypeVar("V")
 
@@ -26,13 +25,8 @@ class IdentityMemo(Generic[V]):
 
     def __init__(self, size: int) -> None:
         # The ingester's writing thread prepares again beside its preparing thread: the LRU is thread-safe.
-        self._kept: LRU[tuple[int, ...], tuple[tuple[object, ...], V]] = LRU(size)
+        self._kept: SharedColumns = LRU(size)
 
     def get(self, sources: tuple[object, ...], make: Callable[[], V]) -> V:
-        key = tuple(map(id, sources))
-        found = self._kept.get(key)
-        if found is not None and all(starmap(is_, zip(found[0], sources, strict=True))):
-            return found[1]
-        value = make()
-        self._kept.put(key, (sources, value))
-        return value
+        # The verbs' shared-column memo, keyed by the sources' ids: one value per distinct tuple of objects.
+        return shared_column(self._kept, tuple(map(id, sources)), sources, make)

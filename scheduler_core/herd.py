@@ -43,7 +43,7 @@ class RecentBinds:
     """Why the list may be incomplete (e.g. the shared log was unreachable), for the record."""
     node_ids: NDArray[np.intp] | None = None
     """Each entry's node as its index in ``id_names``, from a log that numbers node names: a verb then finds the
-    candidates' positions of thousands of binds with one array lookup (:func:`bind_positions`)."""
+    candidates' positions of thousands of binds with one array lookup (:func:`positions_by_number`)."""
     id_names: list[str] = field(default_factory=list)
     """Node names by number; the log only appends to it (a new list when it starts numbering over)."""
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import redis
 
+from dashboard.traffic.snapshots import as_text
 from scheduler_core.herd import InMemoryBindLog, RecentBinds
 
 SEPARATOR = "\x1f"
@@ -72,12 +73,12 @@ class RedisBindLog:
         for entry_id, fields in entries:  # in id order
             newest = entry_id
             try:  # bytes keys and values (the clients here do not decode responses)
-                node, pod, at = _text(fields[b"node"]), _text(fields[b"pod"]), float(fields[b"at"])
+                node, pod, at = as_text(fields[b"node"]), as_text(fields[b"pod"]), float(fields[b"at"])
             except (KeyError, ValueError):
                 continue  # not an entry this log wrote: skipped rather than failing every verb
             self._mirror.record_bind(node=node, pod=pod, at=at)
         if newest is not None:
-            ms, _, seq = _text(newest).partition("-")
+            ms, _, seq = as_text(newest).partition("-")
             read = (int(ms), int(seq or 0))
             with self._lock:  # threads read side by side: the mirror holds up to the newest any of them read
                 if self._last_id is None or read > self._last_id:
@@ -89,7 +90,3 @@ class RedisBindLog:
         self.queue_read(pipe, now)
         (entries,) = pipe.execute()
         return self.parse(entries, now)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -197,7 +197,7 @@ class SnapshotStore:
             pipe.hgetall(self.keys.stats(query))
         result: dict[TrafficQuery, dict[str, float]] = {}
         for query, raw in zip(ordered, pipe.execute(), strict=True):
-            result[query] = {_text(k): float(v) for k, v in raw.items()}
+            result[query] = {as_text(k): float(v) for k, v in raw.items()}
         return result
 
     def acquire_refresh_lock(self, query: TrafficQuery, ttl_seconds: float) -> str | None:
@@ -214,5 +214,6 @@ def _bytes(value: Any) -> bytes:
     return value if isinstance(value, bytes) else str(value).encode()
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
+    """A Redis reply's bytes (the clients here do not decode responses) as text."""
     return value.decode() if isinstance(value, bytes) else str(value)
