@@ -127,12 +127,14 @@ def run_filter(profile: Profile, ctx: CycleContext, nodes: Sequence[NodeInfo]) -
     decision = FilterDecision(
         list(outcome.passed), dict(outcome.failed_reasons), dict(outcome.unresolvable_reasons), outcome
     )
+    # The outcome's own lists, shared by every call with the same verdicts and never mutated (the spool compresses
+    # each once: ``record.encode_event``); a verb that changes the record's lists replaces them.
     record = FilterRecord(
         nodes=names,
-        passed=list(outcome.passed_names),
-        failures=dict(outcome.failures),  # each {plugin: reason} is shared by a combination: never mutated
-        details={name: dict(figures) for name, figures in outcome.details.items()},
-        unresolvable=list(outcome.unresolvable),
+        passed=outcome.passed_names,
+        failures=outcome.failures,
+        details=outcome.details,
+        unresolvable=outcome.unresolvable,
     )
     _record_traffic(profile, ctx, record, nodes)
     return decision, record
@@ -221,12 +223,27 @@ def _columns(scores: Sequence[NodeScore]) -> ScoreColumns:
     )
 
 
+def _recorded_scores(
+    shared: SharedColumns, scorer_name: str, values: Sequence[float] | Floats
+) -> tuple[Floats, list[float]]:
+    """A plugin's scores rounded to the record's 4 decimals, as an array and as the record's list: the same list
+    object while the plugin answers with the same column (a candidate list's NodeResources scores), so the spool
+    compresses it once (``record.encode_event``)."""
+
+    def rounded() -> tuple[Floats, list[float]]:
+        scores: Floats = np.asarray(values, dtype=np.float64).round(4)
+        return scores, scores.tolist()
+
+    return shared_column(shared, ("recorded scores", scorer_name), (values,), rounded)
+
+
 def _plugin_record(
-    scorer_name: str, weight: int, result: ScoreResult, names: list[str], scores: Floats, shared: SharedColumns
+    scorer_name: str, weight: int, result: ScoreResult, names: list[str], scores: list[float], shared: SharedColumns
 ) -> PluginScores:
-    """``scores``: the plugin's normalized scores, already rounded to the record's 4 decimals."""
+    """``scores``: the plugin's normalized scores, already rounded to the record's 4 decimals (never mutated)."""
     columns = _columns(result.scores)
-    raws = list(columns.raws) if columns.raws is not None else []
+    # A plugin's raw column is shared with later calls as it is (never mutated): see ``run_filter``.
+    raws = columns.raws if type(columns.raws) is list else list(columns.raws) if columns.raws is not None else []
     # Counted once (comparing each float with None is the slow path), or not at all when the plugin knows.
     unmeasured_count = columns.unmeasured if columns.unmeasured is not None and raws else raws.count(None)
     herd_bytes = list(columns.herd_bytes) if any(columns.herd_bytes) else []
@@ -242,7 +259,7 @@ def _plugin_record(
     return PluginScores(
         name=scorer_name,
         weight=weight,
-        scores=scores.tolist(),
+        scores=scores,
         raw=raws if unmeasured_count != len(raws) else [],
         herd_bytes=herd_bytes,
         notes=notes,
@@ -276,8 +293,9 @@ def run_prioritize(profile: Profile, ctx: CycleContext, nodes: Sequence[NodeInfo
     total_weight = 0
     for scorer in profile.scorers:
         result = scorer.plugin.score(ctx, nodes)
-        scores: Floats = np.asarray(_columns(result.scores).values, dtype=np.float64).round(4)
-        plugin_records.append(_plugin_record(scorer.plugin.name, scorer.weight, result, names, scores, ctx.shared))
+        scores, recorded = _recorded_scores(ctx.shared, scorer.plugin.name, _columns(result.scores).values)
+        record = _plugin_record(scorer.plugin.name, scorer.weight, result, names, recorded, ctx.shared)
+        plugin_records.append(record)
         if not result.applicable:
             continue
         total_weight += scorer.weight

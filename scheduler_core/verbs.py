@@ -82,13 +82,14 @@ UNKNOWN_NODE = "node unknown to schedlens's node cache"
 def _fail_unknown(decision: FilterDecision, record: FilterRecord, nodes: Sequence[NodeInfo], unknown: set[str]) -> None:
     """Unknown nodes fail with :data:`UNKNOWN_NODE` alone: plugin verdicts on an empty NodeInfo mean nothing."""
     decision.passed[:] = [i for i in decision.passed if nodes[i].name not in unknown]
-    record.passed[:] = [name for name in record.passed if name not in unknown]
-    record.unresolvable[:] = [name for name in record.unresolvable if name not in unknown]
+    # The record's lists are a filter outcome's, shared with other calls: replaced, never changed in place.
+    record.passed = [name for name in record.passed if name not in unknown]
+    record.unresolvable = [name for name in record.unresolvable if name not in unknown]
+    record.failures = {**record.failures, **{name: {"NodeCache": UNKNOWN_NODE} for name in unknown}}
+    record.details = {name: figures for name, figures in record.details.items() if name not in unknown}
     for name in unknown:
         decision.unresolvable.pop(name, None)
         decision.failed[name] = UNKNOWN_NODE
-        record.failures[name] = {"NodeCache": UNKNOWN_NODE}
-        record.details.pop(name, None)
 
 
 def _filter_result(decision: FilterDecision, record: FilterRecord) -> wire.ExtenderFilterResult:
@@ -101,8 +102,11 @@ def _filter_result(decision: FilterDecision, record: FilterRecord) -> wire.Exten
     )
 
 
-def _encoded_filter_result(decision: FilterDecision, record: FilterRecord) -> bytes:
-    return wire.encode(_filter_result(decision, record))
+def _encoded_filter_result(decision: FilterDecision, record: FilterRecord) -> tuple[bytes, msgspec.Raw]:
+    """The answer, and the same bytes as the record's ``response``: one object per outcome, compressed once by the
+    spool (``record.encode_event``)."""
+    answer = wire.encode(_filter_result(decision, record))
+    return answer, msgspec.Raw(answer)
 
 
 def _not_held(nodes: Sequence[NodeInfo], lookup: Callable[[str], NodeInfo | None]) -> frozenset[str]:
@@ -236,13 +240,13 @@ class Extender:
             result.nodes = wire.NodeListOut(items=[raws[i] for i in decision.passed])
             answer = wire.encode(result)
             result.nodes = wire.NodeListOut(items=[_echo_marker(nodes[i].name) for i in decision.passed])
-            recorded = wire.encode(result)
+            recorded = msgspec.Raw(wire.encode(result))
         elif unknown:
-            answer = recorded = wire.encode(_filter_result(decision, record))
+            answer, recorded = _encoded_filter_result(decision, record)
         else:  # the same verdicts, the same answer: encoded once per outcome
             encode = partial(_encoded_filter_result, decision, record)
             key = ("filter answer", profile_name, id(decision.outcome))
-            answer = recorded = shared_column(shared, key, (decision.outcome,), encode)
+            answer, recorded = shared_column(shared, key, (decision.outcome,), encode)
         event = self._event(
             "filter",
             profile_name,
@@ -250,7 +254,7 @@ class Extender:
             http_status=200,
             node_mode=mode,
             filter=record,
-            response=msgspec.Raw(recorded),
+            response=recorded,
             **self._pod_fields(pod),
         )
         return VerbResult(200, answer, event)

@@ -7,11 +7,13 @@ from typing import Any
 import msgspec
 import pytest
 
+from scheduler_core import record as record_module
 from scheduler_core.compression import compressor, decompressor
 from scheduler_core.record import (
     SPOOL_BINARY,
     SPOOL_BINARY_DERIVED,
     SPOOL_FIELDS,
+    SPOOL_FRAMED,
     BindRecord,
     FilterRecord,
     PluginScores,
@@ -85,6 +87,13 @@ SPOOLED_LAYOUT = (
 )
 
 
+def unpacked(data: bytes) -> tuple[list[Any], list[bytes]]:
+    """A framed record's rest (its fields by position, parts by number) and its parts, decompressed."""
+    assert data.startswith(SPOOL_FRAMED)
+    rest, *parts = msgspec.msgpack.decode(data[len(SPOOL_FRAMED) :])
+    return msgspec.msgpack.decode(decompressor().decompress(rest)), [decompressor().decompress(p) for p in parts]
+
+
 def test_every_field_of_a_verb_event_survives_the_binary_spool_form() -> None:
     names = [f.name for f in msgspec.structs.fields(VerbEvent)]
     assert sorted(EVERY_FIELD) == sorted(names), "a VerbEvent field has no non-default value in this test"
@@ -94,8 +103,9 @@ def test_every_field_of_a_verb_event_survives_the_binary_spool_form() -> None:
         assert getattr(event, name) != getattr(defaults, name), name
 
     data = encode_event(event)
-    assert data.startswith(SPOOL_BINARY_DERIVED)
-    assert bytes(event.response) not in decompressor().decompress(data[len(SPOOL_BINARY_DERIVED) :])
+    rest, parts = unpacked(data)
+    assert rest[SPOOL_FIELDS.index("response")] == 0, "a derived answer is left out"
+    assert not any(bytes(event.response) in part for part in parts)
     back = decode_event(data)
     for name in names:
         assert getattr(back, name) == getattr(event, name), name
@@ -115,7 +125,11 @@ def test_the_spool_form_keeps_the_positions_of_records_already_spooled() -> None
     def positions(record: bytes) -> list[Any]:
         return list(msgspec.msgpack.decode(decompressor().decompress(record[len(SPOOL_BINARY) :])))
 
-    assert positions(encode_event(event))[: len(SPOOLED_LAYOUT)] == positions(data)
+    # The framed form keeps the same positions, a part's number where the part was.
+    rest, _ = unpacked(encode_event(event))
+    for position, value in enumerate(positions(data)):
+        if SPOOLED_LAYOUT[position] not in ("filter", "prioritize", "response"):
+            assert rest[position] == value, SPOOLED_LAYOUT[position]
 
 
 @pytest.mark.parametrize("verb", ["bind", "refused"])
@@ -133,7 +147,8 @@ def test_an_answer_not_derived_from_the_record_is_spooled_as_it_was_sent() -> No
     # A prioritize answered otherwise (not by the verb's own encoding) keeps its bytes in the spool.
     event = VerbEvent(**{**EVERY_FIELD, "answer_derived": False, "response": msgspec.Raw(b'[{"Host":"a","Score":7}]')})
     data = encode_event(event)
-    assert data.startswith(SPOOL_BINARY)
+    rest, parts = unpacked(data)
+    assert parts[rest[SPOOL_FIELDS.index("response")] - 1] == bytes(event.response)
     assert decode_event(data) == event
 
 
@@ -184,3 +199,62 @@ def test_a_node_list_of_the_wrong_type_is_refused_when_read() -> None:
     data = SPOOL_BINARY + compressor(-1).compress(msgspec.msgpack.encode(values))
     with pytest.raises(msgspec.DecodeError):
         decode_event(data)
+
+
+def framed(rest: list[Any], parts: list[Any]) -> bytes:
+    compress = compressor(-1).compress
+    packed = [compress(msgspec.msgpack.encode(rest)), *(compress(msgspec.msgpack.encode(p)) for p in parts)]
+    return SPOOL_FRAMED + msgspec.msgpack.encode(packed)
+
+
+def test_a_framed_node_list_of_the_wrong_type_or_a_missing_part_is_refused_when_read() -> None:
+    rest, _ = unpacked(encode_event(VerbEvent(**{**EVERY_FIELD, "prioritize": None, "answer_derived": False})))
+    rest[SPOOL_FIELDS.index("filter")] = {"nodes": 1, "passed": 2}
+    rest[SPOOL_FIELDS.index("response")] = 0
+    assert decode_event(framed(rest, [["a"], ["a"]])).filter == FilterRecord(nodes=["a"], passed=["a"])
+    with pytest.raises(msgspec.DecodeError):
+        decode_event(framed(rest, [["a", 7], ["a"]]))
+    with pytest.raises(msgspec.DecodeError, match="part 2 but has 1 parts"):
+        decode_event(framed(rest, [["a"]]))
+    with pytest.raises(msgspec.DecodeError, match="cannot be decompressed"):
+        decode_event(SPOOL_FRAMED + msgspec.msgpack.encode([b"not zstd"]))
+
+
+def test_parts_shared_between_calls_are_compressed_once(monkeypatch) -> None:
+    # The verbs give calls with the same candidate list and verdicts the same list objects (and the same answer).
+    compressed: list[int] = []
+
+    class Counting:
+        def __init__(self, level: int) -> None:
+            self.inner = compressor(level)
+
+        def compress(self, data: Any) -> bytes:
+            compressed.append(len(data))
+            return self.inner.compress(data)
+
+    monkeypatch.setattr(record_module, "compressor", Counting)
+    nodes = [f"node-{i:04d}" for i in range(1000)]
+    filter_record = FilterRecord(nodes=nodes, passed=nodes[:900], traffic_bytes=[float(i) for i in range(1000)])
+    answer = msgspec.Raw(msgspec.json.encode({"NodeNames": nodes[:900]}))
+    events = [
+        VerbEvent(
+            event_id=f"e-{i}",
+            verb="filter",
+            profile="p",
+            started_at=1.0,
+            duration_ms=1.0,
+            http_status=200,
+            pod_name=f"pod-{i}",
+            filter=filter_record,
+            response=answer,
+        )
+        for i in range(3)
+    ]
+    first = encode_event(events[0])
+    assert len(compressed) == 5, "the rest, nodes, passed, traffic and the answer"
+    later = [encode_event(event) for event in events[1:]]
+    assert len(compressed) == 7, "then only each record's own rest"
+    assert [decode_event(data) for data in (first, *later)] == events
+    # The same content in new objects reads back the same (and is compressed again, once).
+    copy = msgspec.structs.replace(events[0], filter=FilterRecord(nodes=list(nodes), passed=list(nodes[:900])))
+    assert decode_event(encode_event(copy)) == copy

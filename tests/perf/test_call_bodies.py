@@ -43,7 +43,7 @@ from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import NodeInfo, StaticCluster
 from scheduler_core.herd import InMemoryBindLog
 from scheduler_core.profiles import load_profiles
-from scheduler_core.record import SPOOL_BINARY, VerbEvent, decode_event, encode_event
+from scheduler_core.record import SPOOL_FRAMED, VerbEvent, decode_event, encode_event
 from scheduler_core.simulator import make_cluster, make_pod
 from scheduler_core.traffic.store import TrafficStore
 from scheduler_core.traffic.synthetic import SyntheticTrafficSource
@@ -259,7 +259,7 @@ def test_nul_anywhere_in_a_binary_spooled_record_is_stored_visible(tmp_path):
     )
     spool = Spool(tmp_path)
     data = encode_event(event)
-    assert data.startswith(SPOOL_BINARY)
+    assert data.startswith(SPOOL_FRAMED)
     spool.append(data)
     assert spool_ingest(spool=spool, confirm_grace_seconds=0) == 1
     assert spool.rejected() == []
@@ -375,7 +375,7 @@ def test_a_json_spool_record_written_before_binary_records_still_decodes():
     legacy = msgspec.json.encode(event)
     assert decode_event(legacy) == event
     binary = encode_event(event)
-    assert binary.startswith(SPOOL_BINARY)
+    assert binary.startswith(SPOOL_FRAMED)
     assert len(binary) < len(legacy)
     assert decode_event(binary) == event
 

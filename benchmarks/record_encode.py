@@ -1,0 +1,82 @@
+"""What recording costs a verb, in process: the verb, encoding its record, appending it to the spool (p50, ms).
+
+    .venv/bin/python benchmarks/record_encode.py --nodes 100 1000 5000 --pods 400
+
+Same cluster, profiles and bodies as ``benchmarks/verbs.py`` (NodeNames, the demo profiles, synthetic traffic); each
+pod is new, so the parts that repeat between records are those that repeat between kube-scheduler's calls: the
+candidate list, the filter outcomes of a few kinds of pod, the traffic snapshot's column.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+
+from benchmarks.verbs import PROFILES, bodies
+from dashboard.spool import Spool
+from scheduler_core.binding import SimulatedBinder
+from scheduler_core.cluster import StaticCluster
+from scheduler_core.profiles import load_profiles
+from scheduler_core.record import encode_event
+from scheduler_core.simulator import make_cluster
+from scheduler_core.traffic.store import TrafficStore
+from scheduler_core.traffic.synthetic import SyntheticTrafficSource
+from scheduler_core.verbs import Extender
+
+WARM_UP = 10
+
+
+def measure(node_count: int, pods: int) -> None:
+    cluster = make_cluster(node_count)
+    view = StaticCluster.from_document(cluster.document())
+    profiles = load_profiles(PROFILES)
+    store = TrafficStore()
+    for query in profiles["default"].traffic_queries():
+        store.put(SyntheticTrafficSource(view.node_names).fetch(query))
+    extender = Extender(profiles, cluster=view, traffic=store, binder=SimulatedBinder())
+    spool = Spool(tempfile.mkdtemp(prefix="schedlens-record-encode-"))
+    payloads = bodies(cluster, pods + WARM_UP, True)
+    for verb in ("filter", "prioritize"):
+        handler = getattr(extender, verb)
+        verb_ms, encode_ms, append_ms, sizes = [], [], [], []
+        for i, body in enumerate(payloads):
+            started = time.perf_counter()
+            result = handler("default", body)
+            answered = time.perf_counter()
+            record = encode_event(result.event)
+            encoded = time.perf_counter()
+            spool.append(record, confirm_later=True)
+            appended = time.perf_counter()
+            if i >= WARM_UP:
+                verb_ms.append((answered - started) * 1000)
+                encode_ms.append((encoded - answered) * 1000)
+                append_ms.append((appended - encoded) * 1000)
+                sizes.append(len(record))
+        print(
+            f"{node_count:5d} nodes {verb:10s}: verb {statistics.median(verb_ms):.3f}  encode "
+            f"{statistics.median(encode_ms):.3f}  append {statistics.median(append_ms):.3f} ms  record "
+            f"{statistics.median(sizes) / 1024:.1f} KB  (p50 of {len(sizes)})",
+            flush=True,
+        )
+    spool.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[100, 1000, 5000])
+    parser.add_argument("--pods", type=int, default=400)
+    args = parser.parse_args()
+    for node_count in args.nodes:
+        measure(node_count, args.pods)
+
+
+if __name__ == "__main__":
+    main()
