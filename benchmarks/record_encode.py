@@ -34,7 +34,8 @@ from scheduler_core.verbs import Extender
 WARM_UP = 10
 
 
-def measure(node_count: int, pods: int) -> None:
+def measure(node_count: int, pods: int) -> list[list[object]]:
+    """Rows of (nodes, verb, verb p50, encode p50, append p50 in ms, record KB p50, n)."""
     cluster = make_cluster(node_count)
     view = StaticCluster.from_document(cluster.document())
     profiles = load_profiles(PROFILES)
@@ -44,6 +45,7 @@ def measure(node_count: int, pods: int) -> None:
     extender = Extender(profiles, cluster=view, traffic=store, binder=SimulatedBinder())
     spool = Spool(tempfile.mkdtemp(prefix="schedlens-record-encode-"))
     payloads = bodies(cluster, pods + WARM_UP, True)
+    rows: list[list[object]] = []
     for verb in ("filter", "prioritize"):
         handler = getattr(extender, verb)
         verb_ms, encode_ms, append_ms, sizes = [], [], [], []
@@ -60,13 +62,23 @@ def measure(node_count: int, pods: int) -> None:
                 encode_ms.append((encoded - answered) * 1000)
                 append_ms.append((appended - encoded) * 1000)
                 sizes.append(len(record))
-        print(
-            f"{node_count:5d} nodes {verb:10s}: verb {statistics.median(verb_ms):.3f}  encode "
-            f"{statistics.median(encode_ms):.3f}  append {statistics.median(append_ms):.3f} ms  record "
-            f"{statistics.median(sizes) / 1024:.1f} KB  (p50 of {len(sizes)})",
-            flush=True,
+        median = statistics.median
+        rows.append(
+            [
+                node_count,
+                verb,
+                f"{median(verb_ms):.3f}",
+                f"{median(encode_ms):.3f}",
+                f"{median(append_ms):.3f}",
+                f"{median(sizes) / 1024:.1f}",
+                len(sizes),
+            ]
         )
     spool.close()
+    return rows
+
+
+COLUMNS = ["nodes", "verb", "verb p50", "encode p50", "append p50", "record KB p50", "n"]
 
 
 def main() -> None:
@@ -74,8 +86,10 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, nargs="+", default=[100, 1000, 5000])
     parser.add_argument("--pods", type=int, default=400)
     args = parser.parse_args()
+    print("  ".join(COLUMNS))
     for node_count in args.nodes:
-        measure(node_count, args.pods)
+        for row in measure(node_count, args.pods):
+            print("  ".join(map(str, row)), flush=True)
 
 
 if __name__ == "__main__":

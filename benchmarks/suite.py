@@ -376,12 +376,21 @@ def main() -> None:
                 rows.append(
                     [count, mode_name, verb, recording, ms(p50(samples)), ms(percentile(samples, 99)), len(samples)]
                 )
+        from benchmarks import record_encode
+
+        pods = 400 if full else 100
+        encode_rows = [row for count in (100, 1000, 5000) for row in record_encode.measure(count, pods)]
         sections += [
             "## In process (no HTTP): the verb alone, and with its record encoded and spooled",
             "",
             f"`benchmarks/verbs.py`'s in-process measurement (run by `make bench BENCH={flag}`). Milliseconds.",
             "",
             *table(["nodes", "mode", "verb", "recording", "p50", "p99", "n"], rows),
+            "",
+            "What recording adds to a verb, part by part (NodeNames; each pod new, so parts repeat as they do between "
+            f"kube-scheduler's calls): `{PY} benchmarks/record_encode.py --pods {pods}`. Milliseconds.",
+            "",
+            *table(record_encode.COLUMNS, encode_rows),
             "",
         ]
 
