@@ -4,8 +4,9 @@
     .venv/bin/python benchmarks/suite.py --full    # the issue's figures: 10-minute sustained runs, 1,000,000 cycles
 
 Reuses the other scripts: ``load.py`` (kube-scheduler-like client, floors, sustained), ``record_path.py``,
-``dashboard.py`` (history, decision and audit API at N cycles, in a subprocess), ``verbs.py`` (in process) and,
-in full mode, ``prefetch.py`` (needs Prometheus; writes ``results-prefetch.md``).
+``dashboard.py`` (history, decision and audit API at N cycles, in a subprocess), ``verbs.py`` and
+``record_encode.py`` (in process). ``prefetch.py`` (issue 3's traffic prefetch; needs Prometheus) runs on its own
+and writes ``results-prefetch.md``.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ def linger_ms(environ: Any) -> float:
 
 def _next_request_within(conn: Any, milliseconds: float) -> bool:
     """Whether the connection has bytes to read (a request, or the client closing) within ``milliseconds``."""
-    if milliseconds <= 0 or conn.parser is None:
+    if milliseconds <= 0 or conn.parser is None or conn.is_http2:  # an HTTP/2 connection is served whole already
         return False
     if conn.parser.unreader.buf.getvalue():  # read ahead with the previous body: the next request is here
         return True
