@@ -1,0 +1,92 @@
+"""A/B over HTTP: one kube-scheduler-like client per variant, pods alternated between them, on one machine at once.
+
+This VM's speed drifts by up to 2× over an hour, so two runs one after the other cannot show a 10 % change; runs
+side by side, pod by pod, see the same drift. Each variant is a schedlens under gunicorn (2 workers, as deployed)
+with its own spool, started from this checkout or another one (``checkout=``), with extra environment:
+
+    .venv/bin/python benchmarks/ab.py --nodes 1000 --pods 1000 \\
+        --variant WEB_KEEPALIVE_LINGER_MS=0 --variant WEB_KEEPALIVE_LINGER_MS=5
+    .venv/bin/python benchmarks/ab.py --nodes 5000 --variant checkout=/tmp/before --variant ""
+
+A variant is a comma-separated list of NAME=value (an empty string: as configured). Another checkout needs its own
+``.venv`` (a link to this one will do). Round trips in milliseconds, as ``load.py`` measures them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+
+from benchmarks import load
+from benchmarks.common import REPO, p50, percentile
+from scheduler_core.simulator import make_cluster
+
+WARM_UP = 5
+
+
+def parse_variant(text: str) -> tuple[Path, dict[str, str]]:
+    env: dict[str, str] = {}
+    for item in filter(None, text.split(",")):
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"--variant {text!r}: expected NAME=value[,NAME=value…], got {item!r}")
+        env[name] = value
+    checkout = Path(env.pop("checkout", str(REPO))).resolve()
+    if not (checkout / "dashboard" / "gunicorn_conf.py").exists():
+        raise SystemExit(f"--variant {text!r}: {checkout} is not a schedlens checkout")
+    return checkout, env
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--pods", type=int, default=1000, help="pods per variant")
+    parser.add_argument("--variant", action="append", required=True, help="NAME=value[,…] (repeat: one per server)")
+    args = parser.parse_args()
+    variants = [parse_variant(text) for text in args.variant]
+
+    import tests.live_server as live_server
+
+    cluster = make_cluster(args.nodes)
+    bodies = load.Bodies(cluster)
+    workdir = Path(tempfile.mkdtemp(prefix="schedlens-ab-"))
+    servers, schedulers = [], []
+    try:
+        for number, (checkout, extra) in enumerate(variants):
+            directory = workdir / f"variant-{number}"
+            database_url = f"sqlite:///{directory / 'db.sqlite3'}"
+            env = load.server_env(directory, cluster, database_url=database_url, ingest=False)
+            live_server.REPO = checkout  # gunicorn runs from the variant's checkout, importing its code
+            servers.append(live_server.LiveServer({**env, **extra}, workers=2))
+            schedulers.append(load.Scheduler(servers[-1].url))
+        for scheduler in schedulers:
+            for _ in range(WARM_UP):  # per-process caches built before timing
+                pod, pod_json = bodies.pod()
+                scheduler.schedule(pod, bodies.filter_body(pod_json, True), pod_json, True)
+            scheduler.run = load.Run()
+        for _ in range(args.pods):
+            for scheduler in schedulers:
+                pod, pod_json = bodies.pod()
+                scheduler.schedule(pod, bodies.filter_body(pod_json, True), pod_json, True)
+        for scheduler in schedulers:
+            scheduler.close()
+    finally:
+        for server in servers:
+            server.stop()
+    for text, scheduler in zip(args.variant, schedulers, strict=True):
+        run = scheduler.run
+        print(
+            f"{args.nodes} nodes [{text or 'as configured'}]: filter p50 {p50(run.filter_ms):.2f} p99 "
+            f"{percentile(run.filter_ms, 99):.2f}  prioritize p50 {p50(run.prioritize_ms):.2f} p99 "
+            f"{percentile(run.prioritize_ms, 99):.2f}  errors {run.errors}"
+        )
+
+
+if __name__ == "__main__":
+    main()
