@@ -8,17 +8,24 @@ kube-scheduler's scheduling cycle, and slower still when the GIL is busy with a 
 
 Here the thread that wrote an answer keeps the connection for ``WEB_KEEPALIVE_LINGER_MS`` (gunicorn_conf.py)
 and serves the next request itself when it arrives within that time; otherwise the connection goes back to
-the main thread's poller exactly as before. A lingering thread sleeps in ``poll``: it costs no CPU, only a
-thread slot for at most the linger time, so a pool that is busy elsewhere still gets it back within it.
+the main thread's poller exactly as before. A lingering thread sleeps in ``poll``: it costs no CPU, only its slot
+in the pool. It lingers only while no other request waits for a thread, and stops within a millisecond once one
+does: busy clients on a few connections cannot keep the pool from a request on another (stock gthread queues every
+request behind the others), and a bind's thread does not sit out the linger while a filter waits.
 """
 
 from __future__ import annotations
 
 import os
 import select
+import threading
+import time
 from typing import Any
 
 from gunicorn.workers.gthread import ThreadWorker
+
+POLL_SLICE_MS = 1.0
+"""How often a lingering thread looks whether a request waits for a thread (it then stops lingering)."""
 
 
 class LingeringThreadWorker(ThreadWorker):
@@ -27,12 +34,43 @@ class LingeringThreadWorker(ThreadWorker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.linger_ms = linger_ms(os.environ)
+        self.waiting = 0
+        """Requests handed to the pool that no thread has started yet."""
+        self._waiting_lock = threading.Lock()
+
+    def enqueue_req(self, conn: Any) -> None:
+        with self._waiting_lock:
+            self.waiting += 1
+        super().enqueue_req(conn)
 
     def handle(self, conn: Any) -> Any:
+        with self._waiting_lock:
+            self.waiting -= 1
         keepalive = super().handle(conn)
-        while keepalive is True and self.alive and _next_request_within(conn, self.linger_ms):
+        while keepalive is True and self.alive and self._next_request_within(conn):
             keepalive = super().handle(conn)
         return keepalive
+
+    def _next_request_within(self, conn: Any) -> bool:
+        """Whether the connection has bytes to read (a request, or the client closing) within the linger, while no
+        other request waits for a thread."""
+        if self.linger_ms <= 0 or conn.parser is None or getattr(conn, "is_http2", False):
+            return False  # (an HTTP/2 connection was served whole already)
+        if conn.parser.unreader.buf.getvalue():  # read ahead with the previous body: the next request is here
+            return True
+        pending = getattr(conn.sock, "pending", None)  # TLS: bytes already decrypted wait in the SSL object
+        if pending is not None and pending():
+            return True
+        poller = select.poll()
+        poller.register(conn.sock, select.POLLIN)
+        deadline = time.monotonic() + self.linger_ms / 1000
+        while not self.waiting:
+            left_ms = (deadline - time.monotonic()) * 1000
+            if left_ms <= 0:
+                return False
+            if poller.poll(min(left_ms, POLL_SLICE_MS)):
+                return True
+        return False
 
 
 def linger_ms(environ: Any) -> float:
@@ -45,17 +83,3 @@ def linger_ms(environ: Any) -> float:
     if not 0 <= value <= 1000:
         raise RuntimeError(f"WEB_KEEPALIVE_LINGER_MS must be between 0 and 1000 milliseconds, got {text!r}")
     return value
-
-
-def _next_request_within(conn: Any, milliseconds: float) -> bool:
-    """Whether the connection has bytes to read (a request, or the client closing) within ``milliseconds``."""
-    if milliseconds <= 0 or conn.parser is None or conn.is_http2:  # an HTTP/2 connection is served whole already
-        return False
-    if conn.parser.unreader.buf.getvalue():  # read ahead with the previous body: the next request is here
-        return True
-    pending = getattr(conn.sock, "pending", None)  # TLS: bytes already decrypted wait in the SSL object
-    if pending is not None and pending():
-        return True
-    poller = select.poll()
-    poller.register(conn.sock, select.POLLIN)
-    return bool(poller.poll(milliseconds))

@@ -122,6 +122,20 @@ def test_a_connection_idle_past_the_linger_is_still_kept_alive_and_others_are_se
     idle.close()
 
 
+def test_a_lingering_thread_gives_way_at_once_to_a_request_waiting_for_a_thread(servers):
+    # One thread, lingering up to a second on a client that keeps its connection open: another client's request
+    # is answered long before that second is out (stock gthread queues it behind nothing; this worker must not
+    # queue it behind a linger either).
+    servers.append(server := start(linger="1000", threads=1))
+    busy = server.connection()
+    post(busy)
+    waiting = http.client.HTTPConnection("127.0.0.1", server.port, timeout=0.5)
+    assert post(waiting)
+    waiting.close()
+    assert post(busy), "the busy client is served again, on its kept-alive connection"
+    busy.close()
+
+
 @pytest.mark.parametrize(
     ("value", "expected"), [("", 5.0), ("0", 0.0), ("2.5", 2.5), ("1000", 1000.0)], ids=["default", "off", "2.5", "max"]
 )
