@@ -226,11 +226,11 @@ class _Reader:
 
 _FILTER_READER = _Reader(FilterRecord)
 _PRIORITIZE_READER = _Reader(PrioritizeRecord, {"plugins": _Reader(PluginScores)})
-_READ_AS = {"filter": _FILTER_READER.spooled | None, "prioritize": _PRIORITIZE_READER.spooled | None}
 
 
-def _spool_form() -> type[msgspec.Struct]:
-    """A ``VerbEvent`` as the spool holds it in binary form: MessagePack, fields by position, answer as bytes.
+def _event_form(name: str, replaced: dict[str, tuple[Any, Any]]) -> type[msgspec.Struct]:
+    """A ``VerbEvent`` as the spool holds it in binary form: MessagePack, fields by position, the ``replaced`` fields
+    with another type and default (name → (type, default)).
 
     Made from ``VerbEvent``'s own field list, so a field added there is carried without anyone copying it by hand.
     Records already spooled keep reading only if a new field goes last, with a default (positions are the format);
@@ -238,40 +238,33 @@ def _spool_form() -> type[msgspec.Struct]:
     """
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     for info in msgspec.structs.fields(VerbEvent):
-        if info.name == "response":
-            fields.append((info.name, bytes, b"null"))
-        elif info.name in _READ_AS:
-            fields.append((info.name, _READ_AS[info.name], None))
+        if info.name in replaced:
+            fields.append((info.name, *replaced[info.name]))
         elif info.default is not msgspec.NODEFAULT:
             fields.append((info.name, info.type, info.default))
         elif info.default_factory is not msgspec.NODEFAULT:
             fields.append((info.name, info.type, msgspec.field(default_factory=info.default_factory)))
         else:
             fields.append((info.name, info.type))
-    return msgspec.defstruct("SpoolEvent", fields, array_like=True, gc=False, module=__name__)
+    return msgspec.defstruct(name, fields, array_like=True, gc=False, module=__name__)
 
 
-def _framed_form() -> type[msgspec.Struct]:
-    """The rest of a :data:`SPOOL_FRAMED` record: a ``VerbEvent`` with its per-node parts and answer as part numbers."""
-    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
-    for info in msgspec.structs.fields(_SpoolEvent):
-        if info.name == "response":
-            fields.append((info.name, int, 0))
-        elif info.name == "filter":
-            fields.append((info.name, _FILTER_READER.framed | None, None))
-        elif info.name == "prioritize":
-            fields.append((info.name, _PRIORITIZE_READER.framed | None, None))
-        elif info.default is not msgspec.NODEFAULT:
-            fields.append((info.name, info.type, info.default))
-        elif info.default_factory is not msgspec.NODEFAULT:
-            fields.append((info.name, info.type, msgspec.field(default_factory=info.default_factory)))
-        else:
-            fields.append((info.name, info.type))
-    return msgspec.defstruct("FramedSpoolEvent", fields, array_like=True, gc=False, module=__name__)
-
-
-_SpoolEvent = _spool_form()
-_FramedSpoolEvent = _framed_form()
+_SpoolEvent = _event_form(
+    "SpoolEvent",  # the answer as bytes, the per-node parts as MessagePack taken whole (``_shared``)
+    {
+        "response": (bytes, b"null"),
+        "filter": (_FILTER_READER.spooled | None, None),
+        "prioritize": (_PRIORITIZE_READER.spooled | None, None),
+    },
+)
+_FramedSpoolEvent = _event_form(
+    "FramedSpoolEvent",  # the rest of a :data:`SPOOL_FRAMED` record: per-node parts and answer as part numbers
+    {
+        "response": (int, 0),
+        "filter": (_FILTER_READER.framed | None, None),
+        "prioritize": (_PRIORITIZE_READER.framed | None, None),
+    },
+)
 SPOOL_FIELDS = tuple(info.name for info in msgspec.structs.fields(VerbEvent))
 """The binary spool form's fields, in their positions."""
 _RESPONSE = SPOOL_FIELDS.index("response")
