@@ -20,29 +20,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 
-from benchmarks.verbs import PROFILES, bodies
+from benchmarks.verbs import bodies, demo_extender
 from dashboard.spool import Spool
-from scheduler_core.binding import SimulatedBinder
-from scheduler_core.cluster import StaticCluster
-from scheduler_core.profiles import load_profiles
 from scheduler_core.record import encode_event
-from scheduler_core.simulator import make_cluster
-from scheduler_core.traffic.store import TrafficStore
-from scheduler_core.traffic.synthetic import SyntheticTrafficSource
-from scheduler_core.verbs import Extender
 
 WARM_UP = 10
 
 
 def measure(node_count: int, pods: int) -> list[list[object]]:
     """Rows of (nodes, verb, verb p50, encode p50, append p50 in ms, record KB p50, n)."""
-    cluster = make_cluster(node_count)
-    view = StaticCluster.from_document(cluster.document())
-    profiles = load_profiles(PROFILES)
-    store = TrafficStore()
-    for query in profiles["default"].traffic_queries():
-        store.put(SyntheticTrafficSource(view.node_names).fetch(query))
-    extender = Extender(profiles, cluster=view, traffic=store, binder=SimulatedBinder())
+    cluster, extender = demo_extender(node_count)
     spool = Spool(tempfile.mkdtemp(prefix="schedlens-record-encode-"))
     payloads = bodies(cluster, pods + WARM_UP, True)
     rows: list[list[object]] = []

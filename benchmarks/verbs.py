@@ -33,7 +33,7 @@ from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import StaticCluster
 from scheduler_core.profiles import load_profiles
 from scheduler_core.record import encode_event
-from scheduler_core.simulator import ExtenderClient, make_cluster, make_pod
+from scheduler_core.simulator import ExtenderClient, SyntheticCluster, make_cluster, make_pod
 from scheduler_core.traffic.store import TrafficStore
 from scheduler_core.traffic.synthetic import SyntheticTrafficSource
 from scheduler_core.verbs import Extender
@@ -70,14 +70,19 @@ def time_calls(fn: Callable[[bytes], object], payloads: list[bytes]) -> list[flo
     return samples
 
 
-def in_process(node_count: int, pods: int) -> list[tuple[str, str, str, list[float]]]:
+def demo_extender(node_count: int) -> tuple[SyntheticCluster, Extender]:
+    """The simulator's cluster of ``node_count`` nodes and an extender over it: demo profiles, synthetic traffic."""
     cluster = make_cluster(node_count)
     view = StaticCluster.from_document(cluster.document())
     profiles = load_profiles(PROFILES)
     store = TrafficStore()
     for query in profiles["default"].traffic_queries():
         store.put(SyntheticTrafficSource(view.node_names).fetch(query))
-    extender = Extender(profiles, cluster=view, traffic=store, binder=SimulatedBinder())
+    return cluster, Extender(profiles, cluster=view, traffic=store, binder=SimulatedBinder())
+
+
+def in_process(node_count: int, pods: int) -> list[tuple[str, str, str, list[float]]]:
+    cluster, extender = demo_extender(node_count)
     spool = Spool(tempfile.mkdtemp(prefix="schedlens-bench-"))
     rows = []
     for mode, names in (("NodeNames", True), ("Nodes", False)):
