@@ -22,15 +22,23 @@ def free_port() -> int:
 
 
 class LiveServer:
-    def __init__(self, env: dict[str, str], *, workers: int = 1, ssl_context: ssl.SSLContext | None = None) -> None:
-        """``ssl_context``: the server is started with TLS (by ``env``); the client side used to probe it."""
+    def __init__(
+        self,
+        env: dict[str, str],
+        *,
+        workers: int = 1,
+        ssl_context: ssl.SSLContext | None = None,
+        app: str = "dashboard.wsgi:application",
+    ) -> None:
+        """``ssl_context``: the server is started with TLS (by ``env``); the client side used to probe it. ``app``: the
+        WSGI application gunicorn serves with the production configuration (it must answer ``GET /readyz``)."""
         self.port = free_port()
         self.ssl_context = ssl_context
         self.url = f"{'https' if ssl_context else 'http'}://127.0.0.1:{self.port}"
         full_env = {**os.environ, **env, "PORT": str(self.port), "WEB_WORKERS": str(workers)}
         gunicorn = Path(sys.executable).with_name("gunicorn")
         self.process = subprocess.Popen(
-            [str(gunicorn), "--config", "python:dashboard.gunicorn_conf", "dashboard.wsgi:application"],
+            [str(gunicorn), "--config", "python:dashboard.gunicorn_conf", app],
             cwd=REPO,
             env=full_env,
             stdout=subprocess.PIPE,

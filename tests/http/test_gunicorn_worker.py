@@ -8,63 +8,36 @@ pipelined requests, other connections waiting for a thread.
 from __future__ import annotations
 
 import http.client
-import os
 import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from dashboard.gunicorn_worker import linger_ms
-from tests.live_server import REPO, free_port
+from tests.http.thread_echo_wsgi import SPREAD
+from tests.live_server import LiveServer
 
 
-class Server:
-    def __init__(self, port: int, process: subprocess.Popen[bytes]) -> None:
-        self.port, self.process = port, process
-
-    def connection(self) -> http.client.HTTPConnection:
-        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+def start(linger: str, threads: int = 8) -> LiveServer:
+    env = {"WEB_THREADS": str(threads), "WEB_KEEPALIVE_LINGER_MS": linger}
+    return LiveServer(env, app="tests.http.thread_echo_wsgi:application")
 
 
-def start(linger: str, threads: int = 8) -> Server:
-    port = free_port()
-    env = {**os.environ, "PORT": str(port), "WEB_WORKERS": "1", "WEB_THREADS": str(threads)}
-    env["WEB_KEEPALIVE_LINGER_MS"] = linger
-    gunicorn = Path(sys.executable).with_name("gunicorn")
-    process = subprocess.Popen(
-        [str(gunicorn), "--config", "python:dashboard.gunicorn_conf", "tests.http.thread_echo_wsgi:application"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.stderr.read().decode() if process.stderr else "gunicorn exited"
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return Server(port, process)
-        except OSError:
-            time.sleep(0.05)  # polling for start-up, bounded by the deadline
-    process.kill()
-    raise RuntimeError("gunicorn did not start")
+def connection(server: LiveServer) -> http.client.HTTPConnection:
+    return http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
 
 
 @pytest.fixture
-def servers() -> Iterator[list[Server]]:
-    started: list[Server] = []
+def servers() -> Iterator[list[LiveServer]]:
+    started: list[LiveServer] = []
     yield started
     for server in started:
-        server.process.terminate()
-        server.process.wait(timeout=15)
+        server.stop()
 
 
-def post(conn: http.client.HTTPConnection, body: bytes = b"{}") -> str:
-    conn.request("POST", "/x", body=body, headers={"Content-Type": "application/json"})
+def post(conn: http.client.HTTPConnection, body: bytes = b"{}", path: str = "/x") -> str:
+    conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
     response = conn.getresponse()
     assert response.status == 200
     return response.read().decode()
@@ -72,7 +45,15 @@ def post(conn: http.client.HTTPConnection, body: bytes = b"{}") -> str:
 
 def test_back_to_back_requests_on_one_connection_are_served_by_the_thread_that_answered(servers):
     servers.append(server := start(linger="1000"))
-    conn = server.connection()
+    # First make the pool start several threads (requests that answer only once all are in): handed back to the
+    # poller, the connection's requests would go to whichever of them takes the next task.
+    spread = [connection(server) for _ in range(SPREAD)]
+    with ThreadPoolExecutor(SPREAD) as pool:
+        started = set(pool.map(lambda conn: post(conn, path="/spread"), spread))
+    assert len(started) == SPREAD
+    for conn in spread:
+        conn.close()
+    conn = connection(server)
     threads = {post(conn, b'{"n": %d}' % i) for i in range(50)}
     conn.close()
     assert len(threads) == 1, "every request of the connection came within the linger: no handoff to the poller"
@@ -80,7 +61,7 @@ def test_back_to_back_requests_on_one_connection_are_served_by_the_thread_that_a
 
 def test_without_linger_the_connection_is_kept_alive_through_the_poller(servers):
     servers.append(server := start(linger="0"))
-    conn = server.connection()
+    conn = connection(server)
     answers = [post(conn) for _ in range(50)]
     assert len(answers) == 50
     assert conn.sock is not None, "still the first connection: keep-alive held"
@@ -103,7 +84,7 @@ def test_a_client_closing_during_the_linger_frees_the_thread_for_the_next_connec
     # One thread and a linger far beyond the test's timeout: the second client is answered only because the
     # first one's close ended the linger at once.
     servers.append(server := start(linger="1000", threads=1))
-    first = server.connection()
+    first = connection(server)
     post(first)
     first.close()
     second = http.client.HTTPConnection("127.0.0.1", server.port, timeout=0.9)
@@ -113,9 +94,9 @@ def test_a_client_closing_during_the_linger_frees_the_thread_for_the_next_connec
 
 def test_a_connection_idle_past_the_linger_is_still_kept_alive_and_others_are_served_meanwhile(servers):
     servers.append(server := start(linger="50", threads=1))
-    idle = server.connection()
+    idle = connection(server)
     first_thread = post(idle)
-    other = server.connection()  # waits for the only thread, which lingers on `idle` at most 50 ms
+    other = connection(server)  # waits for the only thread, which lingers on `idle` at most 50 ms
     assert post(other) == first_thread
     other.close()
     assert post(idle) == first_thread, "the idle connection went back to the poller, open, and is served again"
@@ -127,7 +108,7 @@ def test_a_lingering_thread_gives_way_at_once_to_a_request_waiting_for_a_thread(
     # is answered long before that second is out (stock gthread queues it behind nothing; this worker must not
     # queue it behind a linger either).
     servers.append(server := start(linger="1000", threads=1))
-    busy = server.connection()
+    busy = connection(server)
     post(busy)
     waiting = http.client.HTTPConnection("127.0.0.1", server.port, timeout=0.5)
     assert post(waiting)
