@@ -9,8 +9,9 @@ import os
 import ssl
 
 bind = f"{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '8000')}"
-# gthread, whose thread waits WEB_KEEPALIVE_LINGER_MS (default 5) for a connection's next request before handing
-# it back to the poller: prioritize follows filter at once (dashboard/gunicorn_worker.py).
+# gthread, whose thread waits WEB_KEEPALIVE_LINGER_MS (default 5) for a connection's next request, while no other
+# request waits for a thread, before handing it back to the poller: prioritize follows filter at once
+# (dashboard/gunicorn_worker.py).
 worker_class = "dashboard.gunicorn_worker.LingeringThreadWorker"
 workers = int(os.environ.get("WEB_WORKERS", "2"))
 threads = int(os.environ.get("WEB_THREADS", "8"))

@@ -343,10 +343,11 @@ def encode_event(event: VerbEvent) -> bytes:
     """The spool's bytes for ``event``; :func:`decode_event` gives it back field for field.
 
     A call with a per-node record (filter, prioritize, preempt) is written in :data:`SPOOL_FRAMED` form: its
-    thousands of floats are copied as 8 bytes each instead of being formatted as decimal text, and the spool writes
-    (and the ingester reads and deletes) 4-5× fewer bytes. The parts that repeat from call to call are compressed
-    once: at 5000 nodes, encoding a filter's record takes ~0.05 ms instead of ~0.55 (one compressed stream), a
-    prioritize's ~0.5 instead of ~0.75. Other calls (bind, refusals) stay JSON, readable.
+    thousands of floats are copied as 8 bytes each instead of being formatted as decimal text, and compressed (a
+    1000-node filter's record is ~10 KB, a prioritize's ~24 KB). The parts that repeat from call to call are
+    compressed once: at 5000 nodes, encoding a filter's record takes ~0.02 ms instead of ~0.6 (one compressed
+    stream), a prioritize's ~0.86 instead of ~1.03, its score columns being new for each call
+    (``benchmarks/record_encode.py``). Other calls (bind, refusals) stay JSON, readable.
 
     A prioritize's answer, a third of its record at 1000 nodes, is left out when it is derived from the record
     (``answer_derived``): its part number is 0 and the reader writes it again.
