@@ -645,7 +645,9 @@ def _prioritize_body(
             extender = list(part.extender)
     # ``answer_derived``: the event says so (``VerbEvent.answer_derived``); its answer was written from the record.
     derived_answer = answer_derived or encode_host_priorities(part.nodes, part.extender) == response
-    slim = PrioritizeRecord(nodes=[] if nodes_passed else part.nodes, plugins=slim_plugins, final=[], extender=[])
+    slim = msgspec.structs.replace(
+        part, nodes=[] if nodes_passed else part.nodes, plugins=slim_plugins, final=[], extender=[]
+    )
     return PrioritizeBody(
         record=_json.encode(slim),
         scores=scores,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -13,21 +12,13 @@ from operator import attrgetter, is_, itemgetter, not_
 import numpy as np
 from numpy.typing import NDArray
 
+from scheduler_core.answer import answers
 from scheduler_core.cluster import NodeInfo
 from scheduler_core.plugins import CycleContext, NodeScore, ScoreColumns, ScoreResult, Verdict
 from scheduler_core.plugins.base import SharedColumns, candidate_names, shared_column
 from scheduler_core.plugins.traffic import TrafficArgs, node_bytes, read_traffic
 from scheduler_core.profiles import Profile
 from scheduler_core.record import FilterRecord, PluginScores, PrioritizeRecord
-from scheduler_core.wire import MAX_EXTENDER_PRIORITY
-
-
-def to_extender_score(final: float) -> int:
-    """0..100 → 0..10, rounded half up (28.57 → 3, 14.29 → 1). The epsilon absorbs float noise at .5.
-
-    ``run_prioritize`` answers the same for all nodes at once with ``searchsorted`` over :data:`_EXTENDER_THRESHOLDS`.
-    """
-    return min(MAX_EXTENDER_PRIORITY, max(0, math.floor(final / 10 + 0.5 + 1e-9)))
 
 
 def _float_at(bits: int) -> float:
@@ -55,16 +46,11 @@ def score_thresholds(rule: Callable[[float], int], top: int) -> tuple[float, ...
     return tuple(threshold(score) for score in range(1, top + 1))
 
 
-_EXTENDER_THRESHOLDS = score_thresholds(to_extender_score, MAX_EXTENDER_PRIORITY)
-"""``bisect_right(_EXTENDER_THRESHOLDS, final) == to_extender_score(final)`` for every final score."""
 _name = attrgetter("name")
 Floats = NDArray[np.float64]
 _reason = attrgetter("reason")
 _detail = attrgetter("detail")
 _verdict_key = attrgetter("reason", "unresolvable")
-
-
-_THRESHOLDS = np.array(_EXTENDER_THRESHOLDS)
 
 
 def round4(values: Sequence[float] | Floats) -> list[float]:
@@ -247,6 +233,8 @@ def _plugin_record(
     # Counted once (comparing each float with None is the slow path), or not at all when the plugin knows.
     unmeasured_count = columns.unmeasured if columns.unmeasured is not None and raws else raws.count(None)
     herd_bytes = list(columns.herd_bytes) if any(columns.herd_bytes) else []
+    herd_binds = list(columns.herd_binds) if herd_bytes and columns.herd_binds else []
+    herd_newest = list(columns.herd_newest_age) if herd_binds else []
     # A plugin that does not apply says why once (``note``); the explanation falls back to it for every node,
     # so the same sentence is not stored once per node (half the record of a 1000-node prioritize).
     same_as_note = result.note if not result.applicable else None
@@ -266,6 +254,10 @@ def _plugin_record(
         applicable=result.applicable,
         note=result.note,
         metric_age_seconds=result.metric_age_seconds,
+        herd_binds=herd_binds,
+        herd_newest_age_seconds=herd_newest,
+        requested=list(result.requested),
+        inputs={name: list(column) for name, column in result.inputs.items()},
     )
 
 
@@ -300,6 +292,13 @@ def run_prioritize(profile: Profile, ctx: CycleContext, nodes: Sequence[NodeInfo
             continue
         total_weight += scorer.weight
         totals += scores * scorer.weight
-    final = totals / total_weight if total_weight else totals
-    extender: list[int] = np.searchsorted(_THRESHOLDS, final, side="right").tolist()
-    return PrioritizeRecord(nodes=names, plugins=plugin_records, final=round4(final), extender=extender)
+    final = round4(totals / total_weight if total_weight else totals)
+    # Answered from the final score as recorded, so that recomputing an answer from the record gives the answer.
+    return PrioritizeRecord(
+        nodes=names,
+        plugins=plugin_records,
+        final=final,
+        extender=answers(final, profile.answer_scale),
+        answer_scale=profile.answer_scale,
+        extender_weight=profile.extender_weight or 0,
+    )

@@ -8,15 +8,30 @@ cycle the same way without a database. A record that cannot be read (a refused c
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import msgspec
 
-from scheduler_core.record import FilterRecord, PluginScores, PrioritizeRecord
+from scheduler_core.answer import answer_arithmetic, answer_rule, preference_tied, spread_bounds
+from scheduler_core.figures import (
+    IMAGES_PLUGIN,
+    RESOURCES_PLUGIN,
+    TRAFFIC_PLUGIN,
+    ImageFigures,
+    ResourceFigures,
+    TrafficColumn,
+    TrafficFigures,
+    final_arithmetic,
+    image_arithmetic,
+    image_figures,
+    measured_leader,
+    resource_arithmetic,
+    resource_figures,
+)
+from scheduler_core.record import NODE_CACHE, FilterRecord, PluginScores, PrioritizeRecord
 from scheduler_core.units import human_bytes
 
-TRAFFIC_PLUGIN = "NetworkTraffic"
 MAX_LISTED_EXCLUSIONS = 5
 """The summary names this many excluded nodes, then says how many more; the structure has them all."""
 
@@ -44,6 +59,11 @@ class ScoreTerm:
     raw: float | None = None
     """The plugin's input for the node (received bytes for ``NetworkTraffic``)."""
     note: str = ""
+    arithmetic: str = ""
+    """How ``normalized`` follows from the figures below, written out with them."""
+    traffic: TrafficFigures | None = None
+    resources: ResourceFigures | None = None
+    images: ImageFigures | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +82,13 @@ class NodeExplanation:
     """What kube-scheduler was answered, 0..10."""
     rank: int | None
     """1 for the highest final score (ties keep kube-scheduler's order)."""
+    final_arithmetic: str = ""
+    """The weighted mean written out with the terms' scores and weights."""
+    answer_arithmetic: str = ""
+    """How the answer follows from the final score (the profile's answer scale, rounded half up)."""
+    kube_scheduler_points: int | None = None
+    """What the answer adds to the node's total in kube-scheduler: answer × extender weight × 10 (when the profile
+    states the weight)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +109,23 @@ class Explanation:
     nodes: tuple[NodeExplanation, ...]
     """Scored nodes by rank, then nodes that passed without a score, then the excluded ones."""
     summary: str
+    answer_scale: str = ""
+    """How final scores became answers: ``fixed`` or ``spread`` (``scheduler_core.answer``); empty: not scored."""
+    answer_rule: str = ""
+    """The rule in words, with the figures it uses."""
+    spread_min: float | None = None
+    """The lowest and highest final score the spread maps onto 0..10 (``spread`` only)."""
+    spread_max: float | None = None
+    extender_weight: int | None = None
+    """The extender's weight in kube-scheduler's configuration, as the profile states it."""
+    answer_tie: bool = False
+    """Our preferred node answered the same as a node that scored less: rounding to 0..10 erased our preference."""
+    tied_nodes: tuple[str, ...] = ()
+    """The other nodes that answered what our preferred node answered."""
+    measured_leader: str = ""
+    """The node that would score highest on measured traffic alone (without the herd estimate)."""
+    herd_changed_ranking: bool = False
+    """The herd estimate moved our preference away from ``measured_leader``."""
 
 
 _Record = TypeVar("_Record", FilterRecord, PrioritizeRecord)
@@ -96,7 +140,7 @@ def _decode(record: Mapping[str, Any] | None, kind: type[_Record]) -> _Record | 
         return None
 
 
-def _terms(prioritize: PrioritizeRecord, index: int, node: str) -> tuple[ScoreTerm, ...]:
+def _terms(prioritize: PrioritizeRecord, index: int, node: str, traffic: TrafficColumn | None) -> tuple[ScoreTerm, ...]:
     total_weight = sum(p.weight for p in prioritize.plugins if p.applicable)
     terms: list[ScoreTerm] = []
     for plugin in prioritize.plugins:
@@ -105,19 +149,39 @@ def _terms(prioritize: PrioritizeRecord, index: int, node: str) -> tuple[ScoreTe
         share = weighted / total_weight if plugin.applicable and total_weight else 0.0
         raw = plugin.raw[index] if index < len(plugin.raw) else None
         note = plugin.notes.get(node, "") or ("" if plugin.applicable else plugin.note)
-        terms.append(
-            ScoreTerm(
-                plugin=plugin.name,
-                weight=plugin.weight,
-                applicable=plugin.applicable,
-                normalized=normalized,
-                weighted=round(weighted, 4),
-                contribution=round(share, 4),
-                raw=raw,
-                note=note,
-            )
+        term = ScoreTerm(
+            plugin=plugin.name,
+            weight=plugin.weight,
+            applicable=plugin.applicable,
+            normalized=normalized,
+            weighted=round(weighted, 4),
+            contribution=round(share, 4),
+            raw=raw,
+            note=note,
         )
+        terms.append(_with_figures(term, plugin, index, traffic))
     return tuple(terms)
+
+
+def _with_figures(term: ScoreTerm, plugin: PluginScores, index: int, traffic: TrafficColumn | None) -> ScoreTerm:
+    """``term`` with the figures its score follows from and the arithmetic, for the plugins that have them."""
+    if not plugin.applicable:
+        return replace(term, arithmetic=f"{term.note or plugin.note or 'not applicable'}: carries no weight")
+    if plugin.name == TRAFFIC_PLUGIN and traffic is not None and traffic.plugin is plugin:
+        figures = traffic.figures(index, term.note or ("" if plugin.raw else plugin.note))
+        return replace(term, traffic=figures, arithmetic=traffic.arithmetic(figures, term.normalized))
+    if plugin.name == RESOURCES_PLUGIN and (resources := resource_figures(plugin, index)) is not None:
+        return replace(term, resources=resources, arithmetic=resource_arithmetic(resources, term.normalized, term.note))
+    if plugin.name == IMAGES_PLUGIN and (images := image_figures(plugin, index)) is not None:
+        return replace(term, images=images, arithmetic=image_arithmetic(images, term.normalized))
+    return term
+
+
+def _forced(prioritize: PrioritizeRecord | None) -> dict[str, str]:
+    """Nodes answered 0 whatever the plugins said (unknown to the node cache) → why."""
+    if prioritize is None:
+        return {}
+    return {node: note for p in prioritize.plugins if p.name == NODE_CACHE for node, note in p.notes.items()}
 
 
 def _traffic_plugin(prioritize: PrioritizeRecord | None) -> PluginScores | None:
@@ -140,7 +204,7 @@ def _traffic_of(
 
 
 def _node_explanations(
-    filtered: FilterRecord | None, prioritize: PrioritizeRecord | None
+    filtered: FilterRecord | None, prioritize: PrioritizeRecord | None, bounds: tuple[float, float] | None
 ) -> tuple[NodeExplanation, ...]:
     candidates = list(filtered.nodes) if filtered is not None else []
     scored = list(prioritize.nodes) if prioritize is not None else []
@@ -151,12 +215,28 @@ def _node_explanations(
     rank = {scored[i]: position + 1 for position, i in enumerate(ranking)}
     passed = set(filtered.passed) if filtered is not None else set()
     unresolvable = set(filtered.unresolvable) if filtered is not None else set()
+    plugin = _traffic_plugin(prioritize)
+    traffic = TrafficColumn(plugin, scored) if plugin is not None else None
+    forced = _forced(prioritize)
+    weight = prioritize.extender_weight if prioritize is not None else 0
 
     explained: list[NodeExplanation] = []
     for node in candidates:
         failures = filtered.failures.get(node, {}) if filtered is not None else {}
         details = filtered.details.get(node, {}) if filtered is not None else {}
         i = index.get(node)
+        scored_here = prioritize is not None and i is not None
+        final_text = answer_text = ""
+        points: int | None = None
+        if prioritize is not None and i is not None:
+            if node in forced:
+                final_text = answer_text = f"{forced[node]}: answered 0 whatever the plugins scored"
+            else:
+                final_text = final_arithmetic(prioritize, i)
+                answer_text = answer_arithmetic(
+                    prioritize.final[i], prioritize.extender[i], prioritize.answer_scale, bounds
+                )
+            points = prioritize.extender[i] * weight * 10 if weight else None
         explained.append(
             NodeExplanation(
                 node=node,
@@ -164,10 +244,13 @@ def _node_explanations(
                 unresolvable=node in unresolvable,
                 verdicts=tuple(FilterVerdict(p, r, details.get(p, "")) for p, r in failures.items()),
                 traffic_bytes=_traffic_of(node, filtered, prioritize, index),
-                terms=_terms(prioritize, i, node) if prioritize is not None and i is not None else (),
+                terms=_terms(prioritize, i, node, traffic) if prioritize is not None and i is not None else (),
                 final_score=prioritize.final[i] if prioritize is not None and i is not None else None,
                 extender_score=prioritize.extender[i] if prioritize is not None and i is not None else None,
                 rank=rank.get(node),
+                final_arithmetic=final_text,
+                answer_arithmetic=answer_text,
+                kube_scheduler_points=points if scored_here else None,
             )
         )
 
@@ -184,6 +267,10 @@ def _exclusion(node: NodeExplanation) -> str:
     return f"{node.node} {text[5:]}" if text.startswith("node ") else f"{node.node}: {text}"
 
 
+def _traffic_estimate(node: NodeExplanation) -> float | None:
+    return next((t.traffic.estimate_bytes for t in node.terms if t.traffic is not None), None)
+
+
 def _why_winner(winner: NodeExplanation, runner_up: NodeExplanation | None, window: int | None) -> str:
     """The term that gave the winner its largest lead over the runner-up, in words."""
     others = {t.plugin: t.contribution for t in runner_up.terms} if runner_up is not None else {}
@@ -193,13 +280,35 @@ def _why_winner(winner: NodeExplanation, runner_up: NodeExplanation | None, wind
     key = max(applicable, key=lambda t: t.contribution - others.get(t.plugin, 0.0))
     if runner_up is not None and key.contribution - others.get(key.plugin, 0.0) <= 0:
         return ""
-    if key.plugin == TRAFFIC_PLUGIN and key.raw is not None:
-        amount = human_bytes(key.raw) + (f" in {window} min" if window else "")
-        beaten = runner_up is None or any(
-            t.plugin == TRAFFIC_PLUGIN and t.raw is not None and t.raw > key.raw for t in runner_up.terms
-        )
+    figures = key.traffic
+    if key.plugin == TRAFFIC_PLUGIN and figures is not None and figures.estimate_bytes is not None:
+        over = f" in {window} min" if window else ""
+        estimate = figures.estimate_bytes
+        if figures.herd_bytes and figures.measured_bytes is not None:
+            amount = (
+                f"{human_bytes(estimate)}{over}: {human_bytes(figures.measured_bytes)} measured + "
+                f"{human_bytes(figures.herd_bytes)} assumed for recent binds"
+            )
+        else:
+            amount = human_bytes(estimate) + over
+        theirs = _traffic_estimate(runner_up) if runner_up is not None else None
+        beaten = runner_up is None or (theirs is not None and theirs > estimate)
         return f"lowest traffic ({amount})" if beaten else f"traffic {amount}"
     return f"highest {key.plugin} score ({key.normalized:.0f})"
+
+
+def _answers(node: NodeExplanation, weight: int) -> str:
+    """``answered 8`` or, when the profile states the extender's weight, ``answered 8 (800 points)``."""
+    if node.kube_scheduler_points is not None and weight:
+        return f"answered {node.extender_score} ({node.kube_scheduler_points} points at weight {weight})"
+    return f"answered {node.extender_score}"
+
+
+def _names(nodes: list[str]) -> str:
+    """``a, b and c``; past three, ``a, b, c and 4 more``."""
+    if len(nodes) > 3:
+        return f"{', '.join(nodes[:3])} and {len(nodes) - 3} more"
+    return " and ".join([", ".join(nodes[:-1]), nodes[-1]]) if len(nodes) > 1 else "".join(nodes)
 
 
 def _lead(
@@ -210,7 +319,11 @@ def _lead(
     prioritize: PrioritizeRecord | None,
     window: int | None,
 ) -> tuple[str, str, float | None]:
-    """The first sentence, the runner-up and the margin."""
+    """The first sentence, the runner-up and the margin.
+
+    kube-scheduler saw our 0..10 answers, not our final scores: the sentence compares those, names ties, and blames
+    kube-scheduler's own scores only when our answers cannot explain where the pod went.
+    """
     by_name = {n.node: n for n in nodes}
     winner_name = chosen or preferred
     if not winner_name:
@@ -225,24 +338,70 @@ def _lead(
         if prioritize is None:
             return f"{head}: no prioritize call was recorded.", "", None
         return f"{head}: kube-scheduler chose it among nodes this extender did not score.", "", None
-    runner_up: NodeExplanation | None
-    if chosen and preferred and chosen != preferred:
-        runner_up = by_name[preferred]
-    else:
-        runner_up = next((n for n in nodes if n.rank is not None and n.node != winner_name), None)
+    weight = prioritize.extender_weight if prioritize is not None else 0
+    if chosen and preferred and chosen != preferred and by_name[preferred].final_score is not None:
+        ours = by_name[preferred]
+        assert ours.final_score is not None
+        margin = round(winner.final_score - ours.final_score, 4)
+        if winner.extender_score == ours.extender_score:
+            tied = [n.node for n in nodes if n.rank is not None and n.extender_score == ours.extender_score]
+            lead = (
+                f"{head}: {_names(tied)} all {_answers(ours, weight)} on the 0..10 scale"
+                if len(tied) > 2
+                else f"{head}: {winner_name} and {preferred} both {_answers(ours, weight)} on the 0..10 scale"
+            )
+            return (
+                f"{lead} (our final scores: {preferred} {ours.final_score:.1f}, {winner_name} {winner.final_score:.1f}): "
+                "kube-scheduler picked among tied nodes.",
+                preferred,
+                margin,
+            )
+        return (
+            f"{head}, although our preferred {preferred} {_answers(ours, weight)} and {winner_name} "
+            f"{_answers(winner, weight)} (final scores {ours.final_score:.1f} and "
+            f"{winner.final_score:.1f}): kube-scheduler's own scores, or another extender's, outweighed ours.",
+            preferred,
+            margin,
+        )
+    runner_up = next((n for n in nodes if n.rank is not None and n.node != winner_name), None)
     if runner_up is None or runner_up.final_score is None:
         return f"{head}: the only node scored.", "", None
     margin = round(winner.final_score - runner_up.final_score, 4)
     reasons = [_why_winner(winner, runner_up, window)] if margin > 0 else []
-    if margin > 0:
+    answered = f" ({_answers(winner, weight).replace('answered', 'answers')} against {runner_up.extender_score}"
+    answered += " on the 0..10 scale)"
+    tied = [
+        n.node
+        for n in nodes
+        if n.rank is not None and n.node != winner_name and n.extender_score == winner.extender_score
+    ]
+    picked = "kube-scheduler picked among tied nodes" if chosen else "kube-scheduler may pick any of them"
+    if margin <= 0:
+        both = "both" if len(tied) == 1 else "all"
+        reasons.append(f"tied with {_names(tied or [runner_up.node])} at {winner.final_score:.1f} points")
+        reasons.append(f"{both} {_answers(winner, weight)}: {picked}" if tied else "")
+    elif tied:
+        who = f"both {_answers(winner, weight)}" if len(tied) == 1 else f"{_names([winner_name, *tied])} all "
+        who += "" if len(tied) == 1 else _answers(winner, weight)
         reasons.append(f"{margin:.1f} points ahead of {runner_up.node}")
-    elif margin == 0:
-        reasons.append(f"tied with {runner_up.node} at {winner.final_score:.1f} points (kube-scheduler broke the tie)")
+        reasons.append(f"but {who} on the 0..10 scale, so {picked}")
     else:
-        reasons.append(
-            f"{-margin:.1f} points behind our preferred {runner_up.node} (kube-scheduler adds its own scores)"
-        )
+        reasons.append(f"{margin:.1f} points ahead of {runner_up.node}{answered}")
     return f"{head}: {', '.join(r for r in reasons if r)}.", runner_up.node, margin
+
+
+def _herd_sentence(leader: str, preferred: str, nodes: tuple[NodeExplanation, ...]) -> str:
+    """``node-c leads on measured traffic alone; 3 recent binds there assume 900.0 MB more (the newest 2 s before).``"""
+    figures = next((t.traffic for n in nodes if n.node == leader for t in n.terms if t.traffic is not None), None)
+    if figures is None or not figures.herd_bytes:
+        return f"{leader} leads on measured traffic alone; the bytes assumed for recent binds put {preferred} first."
+    binds = f"{figures.herd_binds} recent bind" + ("s" if figures.herd_binds != 1 else "")
+    newest = figures.herd_newest_bind_age_seconds
+    when = f" (the newest {newest:.0f} s before)" if newest is not None else ""
+    return (
+        f"{leader} leads on measured traffic alone; {binds} there assume {human_bytes(figures.herd_bytes)} more{when}, "
+        f"which puts {preferred} first."
+    )
 
 
 def explain(
@@ -260,7 +419,12 @@ def explain(
     """
     filtered = _decode(filter_record, FilterRecord)
     prioritize = _decode(prioritize_record, PrioritizeRecord)
-    nodes = _node_explanations(filtered, prioritize)
+    forced = _forced(prioritize)
+    bounds = None
+    if prioritize is not None and prioritize.answer_scale == "spread":
+        positions = [i for i, node in enumerate(prioritize.nodes) if node in forced]
+        bounds = spread_bounds(prioritize.final, positions)
+    nodes = _node_explanations(filtered, prioritize, bounds)
     preferred = ""
     if prioritize is not None and prioritize.nodes:
         preferred = prioritize.nodes[prioritize.final.index(max(prioritize.final))]
@@ -271,6 +435,10 @@ def explain(
     lead, runner_up, margin = _lead(chosen_node, preferred, nodes, filtered, prioritize, traffic_window_minutes)
     if filtered is not None or prioritize is not None or not error:
         sentences.append(lead)
+    leader = measured_leader(prioritize, forced) if prioritize is not None else ""
+    herd_changed = bool(leader) and leader != preferred
+    if herd_changed:
+        sentences.append(_herd_sentence(leader, preferred, nodes))
     excluded = [n for n in nodes if n.verdicts]
     if excluded:
         listed = "; ".join(_exclusion(n) for n in excluded[:MAX_LISTED_EXCLUSIONS])
@@ -286,6 +454,15 @@ def explain(
     ages = [filtered.metric_age_seconds if filtered else None]
     ages += [p.metric_age_seconds for p in (prioritize.plugins if prioritize else [])]
     known_ages = [a for a in ages if a is not None]
+    by_name = {n.node: n for n in nodes}
+    top = by_name.get(preferred)
+    tied: tuple[str, ...] = ()
+    if top is not None and top.extender_score is not None:
+        tied = tuple(
+            n.node
+            for n in nodes
+            if n.rank is not None and n.node != preferred and n.extender_score == top.extender_score
+        )
     return Explanation(
         chosen_node=chosen_node,
         preferred_node=preferred,
@@ -298,4 +475,13 @@ def explain(
         traffic_window_minutes=traffic_window_minutes,
         nodes=nodes,
         summary=" ".join(sentences),
+        answer_scale=prioritize.answer_scale if prioritize is not None else "",
+        answer_rule=answer_rule(prioritize.answer_scale, bounds) if prioritize is not None else "",
+        spread_min=bounds[0] if bounds is not None else None,
+        spread_max=bounds[1] if bounds is not None else None,
+        extender_weight=(prioritize.extender_weight or None) if prioritize is not None else None,
+        answer_tie=preference_tied(prioritize.final, prioritize.extender) if prioritize is not None else False,
+        tied_nodes=tied,
+        measured_leader=leader,
+        herd_changed_ranking=herd_changed,
     )

@@ -199,3 +199,18 @@ class HerdEstimator:
         weights = np.maximum(0.0, 1.0 - np.maximum(0.0, now - times) / self.decay_seconds)
         summed = np.bincount(positions, weights=self.bytes_per_pod * weights, minlength=size)
         return np.rint(summed).astype(np.float64, copy=False)
+
+    def binds_at(
+        self, positions: NDArray[np.intp], times: NDArray[np.float64], now: float, size: int
+    ) -> tuple[NDArray[np.int64], list[float | None]]:
+        """Per position 0..size-1, how many binds still weigh on it (younger than ``decay_seconds``) and the age of
+        the newest of them in seconds, to the millisecond (None: none): what an explanation says the extra bytes
+        come from."""
+        ages = np.maximum(0.0, now - times)
+        weighing = ages < self.decay_seconds
+        at = positions[weighing]
+        counts = np.bincount(at, minlength=size).astype(np.int64, copy=False)
+        newest = np.full(size, np.inf)
+        np.minimum.at(newest, at, ages[weighing])
+        rounded: list[float] = np.round(newest, 3).tolist()
+        return counts, [None if math.isinf(age) else age for age in rounded]

@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 import yaml
 
+from scheduler_core.answer import DEFAULT_ANSWER_SCALE, AnswerScale
 from scheduler_core.plugins import (
     FILTER_PLUGINS,
     PLUGINS,
@@ -66,10 +67,20 @@ class _PluginConfig(msgspec.Struct, forbid_unknown_fields=True):
     args: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
+class _AnswerConfig(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """How final scores become kube-scheduler's 0..10 answers (``scheduler_core.answer``)."""
+
+    scale: AnswerScale = DEFAULT_ANSWER_SCALE
+    extender_weight: int | None = None
+    """The ``weight`` of this extender in kube-scheduler's configuration, when the operator states it: explanations
+    then speak of the points kube-scheduler added (answer × weight). kube-scheduler never tells the extender."""
+
+
 class _ProfileConfig(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     name: str
     plugins: _Plugins = msgspec.field(default_factory=_Plugins)
     plugin_config: list[_PluginConfig] = msgspec.field(default_factory=list)
+    answer: _AnswerConfig = msgspec.field(default_factory=_AnswerConfig)
 
 
 class _Config(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
@@ -91,6 +102,8 @@ class Profile:
     scorers: tuple[WeightedScorer, ...]
     plugin_args: Mapping[str, Mapping[str, Any]]
     """The effective args of every plugin in use, as plain data (for records, the API and the dashboard)."""
+    answer_scale: AnswerScale = DEFAULT_ANSWER_SCALE
+    extender_weight: int | None = None
 
     def traffic_queries(self) -> frozenset[TrafficQuery]:
         """Every distinct traffic query this profile's plugins read (one snapshot each)."""
@@ -103,6 +116,7 @@ class Profile:
             "filter": [p.name for p in self.filters],
             "score": [{"name": s.plugin.name, "weight": s.weight} for s in self.scorers],
             "pluginConfig": {name: dict(args) for name, args in self.plugin_args.items()},
+            "answer": {"scale": self.answer_scale, "extenderWeight": self.extender_weight},
         }
 
 
@@ -206,11 +220,16 @@ def _build_profile(config: _ProfileConfig) -> Profile:
             ) from None
         instances[plugin_name] = cls(args)  # type: ignore[arg-type]
         effective[plugin_name] = msgspec.to_builtins(args)
+    weight = config.answer.extender_weight
+    if weight is not None and not 1 <= weight <= MAX_WEIGHT:
+        raise ProfileError(f"profile {name!r}: field answer.extenderWeight: must be 1..{MAX_WEIGHT}, got {weight}")
     return Profile(
         name=name,
         filters=tuple(instances[n] for n, _ in filters),
         scorers=tuple(WeightedScorer(instances[n], w) for n, w in scores),
         plugin_args=effective,
+        answer_scale=config.answer.scale,
+        extender_weight=weight,
     )
 
 

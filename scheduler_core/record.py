@@ -18,6 +18,9 @@ from scheduler_core.lru import LRU
 from scheduler_core.wire import encode_host_priorities
 
 Verb = Literal["filter", "prioritize", "bind", "preempt"]
+NODE_CACHE = "NodeCache"
+"""The pseudo-plugin a prioritize record names for nodes kube-scheduler sent that the node cache does not know:
+they answer 0 whatever the plugins said (its ``notes`` name them)."""
 NodeMode = Literal["names", "nodes", ""]
 
 
@@ -49,6 +52,16 @@ class PluginScores(msgspec.Struct, omit_defaults=True, gc=False):
     applicable: bool = True
     note: str = ""
     metric_age_seconds: float | None = None
+    herd_binds: list[int] = msgspec.field(default_factory=list)
+    """How many recent binds ``herd_bytes`` come from, per node (aligned with ``nodes``); empty when none."""
+    herd_newest_age_seconds: list[float | None] = msgspec.field(default_factory=list)
+    """Age of each node's newest recent bind at the call (None: no bind); empty when no node has one."""
+    requested: list[str] = msgspec.field(default_factory=list)
+    """What the pod asks of the plugin: its extended resources (``NodeResourceFitByCR``), its images
+    (``ImageLocality``)."""
+    inputs: dict[str, list[float | None]] = msgspec.field(default_factory=dict)
+    """Per-node figures the score is computed from, by what they measure, aligned with ``nodes``: each requested
+    resource's ``resourcesScore`` (None: no NodeResources object) for ``NodeResourceFitByCR``."""
 
 
 class PrioritizeRecord(msgspec.Struct, omit_defaults=True, gc=False):
@@ -57,7 +70,11 @@ class PrioritizeRecord(msgspec.Struct, omit_defaults=True, gc=False):
     final: list[float]
     """Weighted mean of the applicable plugins' scores, 0..100."""
     extender: list[int]
-    """``final`` on the extender's 0..10 scale (rounded half up): what kube-scheduler received."""
+    """``final`` on the extender's 0..10 scale (``answer_scale``, rounded half up): what kube-scheduler received."""
+    answer_scale: str = "fixed"
+    """``fixed`` (final / 10) or ``spread`` (min–max over the candidates): ``scheduler_core.answer``."""
+    extender_weight: int = 0
+    """The extender's weight in kube-scheduler's configuration as the profile states it; 0: not stated."""
 
 
 class BindRecord(msgspec.Struct, omit_defaults=True, gc=False):

@@ -4,8 +4,15 @@ Only recorded inputs are used, never the cluster: the raw bytes each candidate r
 ``traffic_bytes``, or the ``NetworkTraffic`` plugin's ``raw``), the other score plugins' normalized scores,
 and the other filter plugins' verdicts. The arithmetic is the engine's (:mod:`scheduler_core.engine`):
 ``TrafficThreshold`` fails a node above ``maxBytesPerSecond`` over the window, ``NetworkTraffic`` is
-``100 − raw·100/max`` over the nodes that reach prioritize (so changing the threshold changes the others'
-scores too), the final score is the weighted mean of the applicable plugins, answered on the 0..10 scale.
+``100 − (raw + herd)·100/max`` over the nodes that reach prioritize (so changing the threshold changes the others'
+scores too), the final score is the weighted mean of the applicable plugins, answered on the 0..10 scale the
+scenario names (``fixed`` or ``spread``: :mod:`scheduler_core.answer`). Scores and finals are rounded to the
+record's 4 decimals as the engine rounds them, so a replay under the recorded profile gives the recorded finals and
+answers exactly.
+
+The herd bytes ``NetworkTraffic`` assumed for recent binds (``herd_bytes``) are kept as recorded: which binds
+were recent is a fact of the moment, not of the profile. ``TrafficThreshold`` judges the raw bytes alone, as
+the engine's does.
 
 What cannot be replayed is said, not guessed: a plugin the cycle never ran has no recorded verdicts or
 scores, so its terms are left out and the affected nodes are marked ``partial``.
@@ -19,9 +26,10 @@ from typing import Any
 
 import msgspec
 
-from scheduler_core.engine import to_extender_score
+from scheduler_core.answer import DEFAULT_ANSWER_SCALE, answers, spread_bounds
+from scheduler_core.engine import round4
 from scheduler_core.plugins.base import NEUTRAL_SCORE
-from scheduler_core.record import FilterRecord, PrioritizeRecord
+from scheduler_core.record import NODE_CACHE, FilterRecord, PrioritizeRecord
 from scheduler_core.units import human_rate
 
 TRAFFIC_FILTER = "TrafficThreshold"
@@ -45,6 +53,9 @@ class Scenario:
     window_seconds: int = DEFAULT_WINDOW_SECONDS
     """The traffic window the recorded raw bytes cover; the rate is ``raw / window``."""
     label: str = ""
+    answer_scale: str = DEFAULT_ANSWER_SCALE
+    """How final scores become 0..10 answers: ``fixed`` or ``spread`` (:func:`scheduler_core.answer.answers`).
+    A scenario of a recorded cycle takes the cycle's scale (:attr:`RecordedInputs.answer_scale`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +87,24 @@ class RecordedInputs:
             return list(self.filter.nodes)
         return list(self.prioritize.nodes) if self.prioritize is not None else []
 
+    @property
+    def answer_scale(self) -> str:
+        """The scale the cycle answered on; :data:`~scheduler_core.answer.DEFAULT_ANSWER_SCALE` when it never
+        reached prioritize (nothing was answered)."""
+        return self.prioritize.answer_scale if self.prioritize is not None else DEFAULT_ANSWER_SCALE
+
+    @property
+    def unknown_nodes(self) -> dict[str, str]:
+        """Nodes the node cache did not know (answered 0 whatever the plugins said, or failed in filter) → why."""
+        unknown: dict[str, str] = {}
+        if self.filter is not None:
+            unknown.update((n, r[NODE_CACHE]) for n, r in self.filter.failures.items() if NODE_CACHE in r)
+        if self.prioritize is not None:
+            for plugin in self.prioritize.plugins:
+                if plugin.name == NODE_CACHE:
+                    unknown.update(plugin.notes)
+        return unknown
+
 
 @dataclass(frozen=True, slots=True)
 class NodeOutcome:
@@ -100,6 +129,9 @@ class ReplayResult:
     preferred: str
     """The highest final score (first in candidate order on a tie); empty when no node is feasible."""
     notes: list[str]
+    answer_bounds: tuple[float, float] | None = None
+    """The lowest and highest final score the ``spread`` scale maps onto 0..10; None under ``fixed`` or when
+    every scored node has the same final score (the fixed rule answers)."""
 
     def outcome(self, node: str) -> NodeOutcome | None:
         return next((n for n in self.nodes if n.node == node), None)
@@ -132,6 +164,7 @@ def scenario_from_profile(description: Mapping[str, Any], *, label: str = "") ->
     threshold = config.get(TRAFFIC_FILTER, {})
     traffic_args = config.get(TRAFFIC_SCORE) or threshold
     minutes = traffic_args.get("timeRangeInMinutes", DEFAULT_WINDOW_SECONDS // 60)
+    answer: Mapping[str, Any] = description.get("answer") or {}
     return Scenario(
         filters=tuple(description.get("filter", ())),
         weights={entry["name"]: int(entry["weight"]) for entry in description.get("score", ())},
@@ -139,35 +172,66 @@ def scenario_from_profile(description: Mapping[str, Any], *, label: str = "") ->
         fail_on_missing=bool(threshold.get("failOnMissing", False)),
         window_seconds=int(minutes) * 60,
         label=label or str(description.get("name", "")),
+        answer_scale=str(answer.get("scale") or DEFAULT_ANSWER_SCALE),
     )
 
 
-def _raw_traffic(inputs: RecordedInputs) -> tuple[dict[str, float | None], bool]:
-    """Raw bytes per candidate and whether any traffic snapshot was usable in the cycle."""
-    raws: dict[str, float | None] = {}
+@dataclass(frozen=True, slots=True)
+class _Traffic:
+    """The recorded traffic figures per candidate."""
+
+    filter_raws: dict[str, float | None]
+    """What ``TrafficThreshold`` judged: the filter's snapshot first, else prioritize's."""
+    score_raws: dict[str, float | None]
+    """What ``NetworkTraffic`` scored: prioritize's snapshot first (the filter's may be a refresh older), else the
+    filter's for nodes that reach prioritize only in the replay."""
+    herd: dict[str, float]
+    """Bytes assumed for recent binds, as recorded by ``NetworkTraffic`` (nodes with none are absent)."""
+    herd_binds: int
+    usable: bool
+    """Whether any traffic snapshot was usable in the cycle."""
+
+
+def _recorded_traffic(inputs: RecordedInputs) -> _Traffic:
+    filter_raws: dict[str, float | None] = {}
+    score_raws: dict[str, float | None] = {}
+    herd: dict[str, float] = {}
+    herd_binds = 0
     usable = False
     if inputs.filter is not None and inputs.filter.traffic_bytes:
-        raws.update(zip(inputs.filter.nodes, inputs.filter.traffic_bytes, strict=False))
+        filter_raws.update(zip(inputs.filter.nodes, inputs.filter.traffic_bytes, strict=False))
         usable = True
     if inputs.prioritize is not None:
         for plugin in inputs.prioritize.plugins:
-            if plugin.name == TRAFFIC_SCORE and plugin.raw:
+            if plugin.name != TRAFFIC_SCORE:
+                continue
+            if plugin.raw:
                 usable = True
-                for node, raw in zip(inputs.prioritize.nodes, plugin.raw, strict=False):
-                    if raws.get(node) is None:
-                        raws[node] = raw
-    return raws, usable
+                score_raws.update(zip(inputs.prioritize.nodes, plugin.raw, strict=False))
+            herd.update((n, b) for n, b in zip(inputs.prioritize.nodes, plugin.herd_bytes, strict=False) if b)
+            herd_binds = sum(plugin.herd_binds)
+    for node, raw in score_raws.items():
+        if filter_raws.get(node) is None:
+            filter_raws[node] = raw
+    for node, raw in filter_raws.items():
+        if score_raws.get(node) is None:
+            score_raws[node] = raw
+    return _Traffic(filter_raws, score_raws, herd, herd_binds, usable)
 
 
 def _verdicts(
     inputs: RecordedInputs, scenario: Scenario, raws: Mapping[str, float | None], usable: bool
 ) -> dict[str, dict[str, str]]:
     failures = inputs.filter.failures if inputs.filter is not None else {}
+    unknown = {n: r for n, r in inputs.unknown_nodes.items() if NODE_CACHE in failures.get(n, {})}
     limit = scenario.max_bytes_per_second
     window = max(1, scenario.window_seconds)
     reasons: dict[str, dict[str, str]] = {}
     for node in inputs.candidates:
         node_reasons: dict[str, str] = {}
+        if node in unknown:  # no plugin judged it, whatever the scenario's filters: nobody knew the node
+            reasons[node] = {NODE_CACHE: unknown[node]}
+            continue
         for name in scenario.filters:
             if name == TRAFFIC_FILTER:
                 raw = raws.get(node)
@@ -188,14 +252,15 @@ def _verdicts(
 def replay(inputs: RecordedInputs, scenario: Scenario) -> ReplayResult:
     """Re-run filter and prioritize arithmetic over the recorded inputs under ``scenario``."""
     notes: list[str] = []
-    raws, usable = _raw_traffic(inputs)
+    traffic = _recorded_traffic(inputs)
+    usable = traffic.usable
     recorded_filters = set(inputs.recorded_filters)
     if inputs.filter is not None:
         recorded_filters.update(p for reasons in inputs.filter.failures.values() for p in reasons)
     for name in scenario.filters:
         if name != TRAFFIC_FILTER and name not in recorded_filters and inputs.filter is not None:
             notes.append(f"{name} did not run in this cycle: its verdicts are unknown, so every node passes it.")
-    verdicts = _verdicts(inputs, scenario, raws, usable)
+    verdicts = _verdicts(inputs, scenario, traffic.filter_raws, usable)
 
     # Nodes our filters passed but kube-scheduler did not send to prioritize stay out: their exclusion was
     # someone else's decision, which a replay of our plugins cannot revisit.
@@ -203,12 +268,16 @@ def replay(inputs: RecordedInputs, scenario: Scenario) -> ReplayResult:
     recorded_passed = set(inputs.filter.passed) if inputs.filter is not None else set(inputs.candidates)
     excluded_elsewhere = {n for n in recorded_passed if prioritized is not None and n not in prioritized}
     feasible = [n for n in inputs.candidates if not verdicts[n] and n not in excluded_elsewhere]
+    # Sent to prioritize but unknown to the node cache: answered 0 whatever the plugins said, as recorded.
+    forced_nodes = {n: why for n, why in inputs.unknown_nodes.items() if n in feasible}
 
     recorded_scores: dict[str, dict[str, float]] = {}
     applicable: dict[str, bool] = {}
     traffic_neutral = not usable
     if inputs.prioritize is not None:
         for plugin in inputs.prioritize.plugins:
+            if plugin.name == NODE_CACHE:
+                continue
             applicable[plugin.name] = plugin.applicable
             recorded_scores[plugin.name] = dict(zip(inputs.prioritize.nodes, plugin.scores, strict=False))
             if plugin.name == TRAFFIC_SCORE and not plugin.raw:
@@ -224,32 +293,29 @@ def replay(inputs: RecordedInputs, scenario: Scenario) -> ReplayResult:
             notes.append(f"{name} did not apply to this pod (it carries no weight, as in the cycle).")
     if TRAFFIC_SCORE in active and traffic_neutral:
         notes.append("No usable traffic snapshot was recorded: NetworkTraffic scores every node 50 (neutral).")
+    elif TRAFFIC_SCORE in active and traffic.herd:
+        notes.append(
+            f"Herd bytes are kept as recorded: NetworkTraffic adds the bytes assumed for {traffic.herd_binds} recent "
+            f"bind(s) on {len(traffic.herd)} node(s) to their raw bytes, as in the cycle (TrafficThreshold judges "
+            "the raw bytes alone)."
+        )
 
     traffic_terms: dict[str, float] = {}
     if TRAFFIC_SCORE in active:
-        known = [raws[n] for n in feasible if raws.get(n) is not None]
-        highest = max((r for r in known if r is not None), default=0.0)
-        for node in feasible:
-            raw = raws.get(node)
-            if traffic_neutral or raw is None:
-                traffic_terms[node] = NEUTRAL_SCORE
-            elif highest <= 0:
-                traffic_terms[node] = 100.0
-            else:
-                traffic_terms[node] = 100.0 - raw * 100.0 / highest
+        traffic_terms = _traffic_terms([n for n in feasible if n not in forced_nodes], traffic, traffic_neutral)
 
-    outcomes: list[NodeOutcome] = []
-    for node in inputs.candidates:
-        if node in excluded_elsewhere and not verdicts[node]:
-            outcomes.append(NodeOutcome(node, False, {"kube-scheduler": NOT_PRIORITIZED}))
-            continue
-        if verdicts[node]:
-            outcomes.append(NodeOutcome(node, False, verdicts[node]))
+    finals: dict[str, float] = {}
+    scored: dict[str, tuple[dict[str, float | None], tuple[str, ...]]] = {}
+    for node in feasible:
+        if node in forced_nodes:
+            finals[node] = 0.0
+            scored[node] = ({}, ())
             continue
         terms: dict[str, float | None] = {}
         total = 0.0
         weight_sum = 0
         partial: list[str] = []
+        # The engine's arithmetic: Σ score·weight in the profile's plugin order, over the scores as recorded.
         for name, weight in active.items():
             if name == TRAFFIC_SCORE:
                 score: float | None = traffic_terms[node]
@@ -263,8 +329,32 @@ def replay(inputs: RecordedInputs, scenario: Scenario) -> ReplayResult:
                 continue
             total += score * weight
             weight_sum += weight
-        final = total / weight_sum if weight_sum else 0.0
-        outcomes.append(NodeOutcome(node, True, {}, terms, final, to_extender_score(final), tuple(partial)))
+        finals[node] = total / weight_sum if weight_sum else 0.0
+        scored[node] = (terms, tuple(partial))
+    # Rounded to the record's 4 decimals and answered from those, as the engine answers (``run_prioritize``); the
+    # spread needs every final, so the answers come after them all.
+    rounded = round4([finals[n] for n in feasible])
+    forced_positions = [i for i, n in enumerate(feasible) if n in forced_nodes]
+    extender = answers(rounded, scenario.answer_scale, forced_positions)
+    bounds = spread_bounds(rounded, forced_positions) if scenario.answer_scale == "spread" else None
+    by_node = {node: (final, answer) for node, final, answer in zip(feasible, rounded, extender, strict=True)}
+    if forced_nodes:
+        notes.append(
+            f"{len(forced_nodes)} node(s) were unknown to the node cache: they answer 0 whatever the plugins say, "
+            "as in the cycle."
+        )
+
+    outcomes: list[NodeOutcome] = []
+    for node in inputs.candidates:
+        if node in excluded_elsewhere and not verdicts[node]:
+            outcomes.append(NodeOutcome(node, False, {"kube-scheduler": NOT_PRIORITIZED}))
+            continue
+        if verdicts[node]:
+            outcomes.append(NodeOutcome(node, False, verdicts[node]))
+            continue
+        terms, partial_terms = scored[node]
+        final, answer = by_node[node]
+        outcomes.append(NodeOutcome(node, True, {}, terms, final, answer, partial_terms))
     if any(o.partial for o in outcomes):
         notes.append("Some nodes reach prioritize only in this replay; scores never recorded for them are left out.")
 
@@ -272,7 +362,23 @@ def replay(inputs: RecordedInputs, scenario: Scenario) -> ReplayResult:
     for outcome in outcomes:
         if outcome.final is not None and (best is None or outcome.final > (best.final or 0.0) + 1e-9):
             best = outcome
-    return ReplayResult(scenario, outcomes, best.node if best is not None else "", notes)
+    return ReplayResult(scenario, outcomes, best.node if best is not None else "", notes, bounds)
+
+
+def _traffic_terms(nodes: Sequence[str], traffic: _Traffic, neutral: bool) -> dict[str, float]:
+    """NetworkTraffic over ``nodes`` as the engine scores it: ``100 − (raw + herd)·(100 / max)``, the maximum over
+    the nodes' estimates, each rounded to the record's 4 decimals (the final score is a mean of recorded scores)."""
+    if neutral:
+        return dict.fromkeys(nodes, NEUTRAL_SCORE)
+    estimates: dict[str, float | None] = {}
+    for node in nodes:
+        raw = traffic.score_raws.get(node)
+        # A node without a series gets no herd bytes (the engine scores it as missing).
+        estimates[node] = None if raw is None else raw + traffic.herd.get(node, 0.0)
+    highest = max((e for e in estimates.values() if e is not None), default=0.0)
+    factor = 100.0 / highest if highest > 0 else 0.0
+    values = [NEUTRAL_SCORE if e is None else 100.0 - e * factor for e in estimates.values()]
+    return dict(zip(nodes, round4(values), strict=True))
 
 
 def compare(before: ReplayResult, after: ReplayResult) -> list[NodeChange]:

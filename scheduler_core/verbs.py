@@ -20,6 +20,7 @@ from typing import Protocol
 import msgspec
 
 from scheduler_core import wire
+from scheduler_core.answer import answers
 from scheduler_core.binding import Binder
 from scheduler_core.candidates import CandidatesMemo
 from scheduler_core.cluster import ClusterView, NodeInfo, PodInfo, knows_all_nodes, node_info, node_lookup, pod_info
@@ -28,7 +29,15 @@ from scheduler_core.herd import RecentBinds
 from scheduler_core.plugins import CycleContext
 from scheduler_core.plugins.base import SharedColumns, TrafficView, new_shared_columns, shared_column
 from scheduler_core.profiles import Profile
-from scheduler_core.record import BindRecord, FilterRecord, NodeMode, PluginScores, PreemptRecord, VerbEvent
+from scheduler_core.record import (
+    NODE_CACHE,
+    BindRecord,
+    FilterRecord,
+    NodeMode,
+    PluginScores,
+    PreemptRecord,
+    VerbEvent,
+)
 
 SERVER_ID = f"{socket.gethostname()}:{os.getpid()}"
 log = logging.getLogger(__name__)
@@ -85,7 +94,7 @@ def _fail_unknown(decision: FilterDecision, record: FilterRecord, nodes: Sequenc
     # The record's lists are a filter outcome's, shared with other calls: replaced, never changed in place.
     record.passed = [name for name in record.passed if name not in unknown]
     record.unresolvable = [name for name in record.unresolvable if name not in unknown]
-    record.failures = {**record.failures, **{name: {"NodeCache": UNKNOWN_NODE} for name in unknown}}
+    record.failures = {**record.failures, **{name: {NODE_CACHE: UNKNOWN_NODE} for name in unknown}}
     record.details = {name: figures for name, figures in record.details.items() if name not in unknown}
     for name in unknown:
         decision.unresolvable.pop(name, None)
@@ -271,12 +280,13 @@ class Extender:
         pod = pod_info(args.pod)
         record = run_prioritize(profile, self._context(profile, pod, started.at, shared), nodes)
         if unknown := self._unknown(mode, nodes, shared):
-            for i, name in enumerate(record.nodes):
-                if name in unknown:
-                    record.final[i], record.extender[i] = 0.0, 0
+            forced = [i for i, name in enumerate(record.nodes) if name in unknown]
+            for i in forced:
+                record.final[i] = 0.0
+            record.extender = answers(record.final, record.answer_scale, forced)
             zero = [0.0] * len(nodes)
             notes = dict.fromkeys(sorted(unknown), UNKNOWN_NODE)
-            record.plugins.append(PluginScores(name="NodeCache", weight=0, scores=zero, notes=notes, applicable=False))
+            record.plugins.append(PluginScores(name=NODE_CACHE, weight=0, scores=zero, notes=notes, applicable=False))
         names = record.nodes
         prefixes = shared_column(shared, "host_prefixes", (names,), partial(wire.host_prefixes, names))
         answer = wire.encode_host_priorities(names, record.extender, prefixes)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter, is_
 from typing import Any, ClassVar, Protocol, TypeVar, overload
@@ -62,7 +62,7 @@ class ScoreColumns(Sequence[NodeScore]):
     each. Indexing still gives a ``NodeScore`` (built on demand) so callers that want objects get them.
     """
 
-    __slots__ = ("details", "herd_bytes", "raws", "unmeasured", "values")
+    __slots__ = ("details", "herd_binds", "herd_bytes", "herd_newest_age", "raws", "unmeasured", "values")
 
     def __init__(
         self,
@@ -71,6 +71,8 @@ class ScoreColumns(Sequence[NodeScore]):
         details: Sequence[str] | None = None,
         herd_bytes: Sequence[float] = (),
         unmeasured: int | None = None,
+        herd_binds: Sequence[int] = (),
+        herd_newest_age: Sequence[float | None] = (),
     ) -> None:
         self.values = values
         """0..100 per node (an array from a plugin that computes in numpy: the engine reads it as one)."""
@@ -81,6 +83,10 @@ class ScoreColumns(Sequence[NodeScore]):
         self.herd_bytes = herd_bytes
         """Bytes assumed per node for its recent binds; empty: no node has any."""
         self.unmeasured = unmeasured
+        self.herd_binds = herd_binds
+        """How many recent binds ``herd_bytes`` come from, per node; empty: no node has any."""
+        self.herd_newest_age = herd_newest_age
+        """Seconds since each node's newest recent bind (None: none); empty: no node has any."""
         """How many ``raws`` are None, when the plugin knows (None: the engine counts them). Finding a None among
         1000 floats compares each with it, ~15 µs a pass: a plugin keeping raws per candidate list counts once."""
 
@@ -114,6 +120,10 @@ class ScoreResult:
     """False when the plugin cannot tell nodes apart for this pod (it then carries no weight)."""
     note: str = ""
     metric_age_seconds: float | None = None
+    requested: Sequence[str] = ()
+    """What the pod asks of the plugin (its extended resources, its images), for the record."""
+    inputs: Mapping[str, Sequence[float | None]] = field(default_factory=dict)
+    """Per-node figures the scores are computed from, by name (aligned with the nodes), for the record."""
 
 
 class TrafficView(Protocol):

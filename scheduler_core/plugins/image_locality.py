@@ -75,4 +75,5 @@ class ImageLocality:
         values = counts * 100.0 / total
         present: list[int] = counts.tolist()
         raws: list[float] = counts.astype(np.float64).tolist()
-        return ScoreResult(ScoreColumns(values.tolist(), raws, _PresentDetails(present, total), unmeasured=0))
+        columns = ScoreColumns(values.tolist(), raws, _PresentDetails(present, total), unmeasured=0)
+        return ScoreResult(columns, requested=tuple(images))

@@ -67,25 +67,33 @@ class NodeResourceFitByCR:
         if tables is None:
             lookup = resources_lookup(ctx.cluster)
             names = list(map(_name, nodes))
-            return _scores(names, _means(wanted, {name: spec for name in names if (spec := lookup(name)) is not None}))
+            specs = {name: spec for name in names if (spec := lookup(name)) is not None}
+            return _scores(wanted, names, _means(wanted, specs))
         memoized = tables  # once per candidate list and table
         return shared_column(
             ctx.shared,
             (self.name, "score", wanted),
             (tables, nodes),
-            lambda: _scores(list(map(_name, nodes)), memoized),
+            lambda: _scores(wanted, list(map(_name, nodes)), memoized),
         )
 
 
-def _scores(names: list[str], tables: tuple[dict[str, float], dict[str, float]]) -> ScoreResult:
-    means, clamped = tables
+_Tables = tuple[dict[str, float], dict[str, float], dict[str, dict[str, float]]]
+"""Node → mean ``resourcesScore`` of the wanted resources, the same clamped to 0..100, and per wanted resource
+node → its ``resourcesScore`` (what the mean is of)."""
+
+
+def _scores(wanted: tuple[str, ...], names: list[str], tables: _Tables) -> ScoreResult:
+    means, clamped, by_resource = tables
     raws: list[float | None] = list(map(means.get, names))
     values = list(map(clamped.get, names, repeat(0.0)))
     details = None
     unmeasured = raws.count(None)  # once per candidate list and table (the result is shared), not per call
     if unmeasured:
         details = [NO_CR.reason if raw is None else "" for raw in raws]
-    return ScoreResult(ScoreColumns(values, raws, details, unmeasured=unmeasured))
+    inputs = {resource: list(map(by_resource[resource].get, names)) for resource in wanted}
+    columns = ScoreColumns(values, raws, details, unmeasured=unmeasured)
+    return ScoreResult(columns, requested=wanted, inputs=inputs)
 
 
 def _verdict(wanted: tuple[str, ...], spec: NodeResourcesSpec, cache: dict[tuple[str, ...], Verdict]) -> Verdict:
@@ -104,9 +112,7 @@ def _verdicts(wanted: tuple[str, ...], specs: Mapping[str, NodeResourcesSpec]) -
     return {name: _verdict(wanted, spec, cache) for name, spec in specs.items()}
 
 
-def _means(
-    wanted: tuple[str, ...], specs: Mapping[str, NodeResourcesSpec]
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Node → mean ``resourcesScore`` of the wanted resources, and the same clamped to 0..100."""
-    means = {name: sum(spec.resources_score.get(r, 0) for r in wanted) / len(wanted) for name, spec in specs.items()}
-    return means, {name: min(100.0, max(0.0, mean)) for name, mean in means.items()}
+def _means(wanted: tuple[str, ...], specs: Mapping[str, NodeResourcesSpec]) -> _Tables:
+    by_resource = {r: {name: float(spec.resources_score.get(r, 0)) for name, spec in specs.items()} for r in wanted}
+    means = {name: sum(by_resource[r][name] for r in wanted) / len(wanted) for name in specs}
+    return means, {name: min(100.0, max(0.0, mean)) for name, mean in means.items()}, by_resource

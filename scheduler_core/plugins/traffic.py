@@ -196,6 +196,8 @@ class NetworkTraffic:
         # Herd bytes per candidate: each bind's candidate position found by name in C, the decayed bytes summed
         # per position in numpy, and added to the node's measured bytes (x + 0.0 is x for a node without binds).
         herd_column: list[float] = []
+        herd_binds: list[int] = []
+        herd_newest: list[float | None] = []
         extra: Floats | None = None
         if herd.enabled and binds.nodes:
             at = _bind_positions(ctx, nodes, binds)
@@ -203,9 +205,15 @@ class NetworkTraffic:
             if candidate.any():
                 times = np.asarray(binds.times, dtype=np.float64)[candidate]
                 extra = herd.extra_bytes_at(at[candidate], times, ctx.now, len(nodes))
+                counts, herd_newest = herd.binds_at(at[candidate], times, ctx.now, len(nodes))
                 if unmeasured:  # a node without a series gets no herd bytes: it is scored as missing
-                    extra[[i for i, raw in enumerate(raws) if raw is None]] = 0.0
+                    missing = [i for i, raw in enumerate(raws) if raw is None]
+                    extra[missing] = 0.0
+                    counts[missing] = 0
+                    for i in missing:
+                        herd_newest[i] = None
                 herd_column = extra.tolist()
+                herd_binds = counts.tolist()
         # Per-node text is left to the explanation (it has ``raw`` and ``herd_bytes``): formatting 1000
         # strings per call is the single largest cost of a large prioritize.
         details: list[str] | None = None
@@ -233,7 +241,7 @@ class NetworkTraffic:
         note = reading.note
         if herd.enabled and ctx.binds.note:
             note = "; ".join(part for part in (note, ctx.binds.note) if part)
-        columns = ScoreColumns(values, raws, details, herd_column, unmeasured)
+        columns = ScoreColumns(values, raws, details, herd_column, unmeasured, herd_binds, herd_newest)
         return ScoreResult(columns, note=note, metric_age_seconds=reading.age_seconds)
 
 

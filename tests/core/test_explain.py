@@ -56,7 +56,8 @@ def test_the_tutorial_cycle_is_summarized_with_the_winning_term_the_margin_and_t
         traffic_window_minutes=5,
     )
     assert explanation.summary == (
-        "Placed on node-1: lowest traffic (1.0 MB in 5 min), 14.3 points ahead of node-2. "
+        "Placed on node-1: lowest traffic (1.0 MB in 5 min), 14.3 points ahead of node-2 (answers 3 against 1 on the"
+        " 0..10 scale). "
         "1 node excluded: node-7 does not enable example.com/gpu."
     )
     assert (explanation.chosen_node, explanation.preferred_node, explanation.runner_up) == ("node-1",) * 2 + ("node-2",)
@@ -113,7 +114,9 @@ def test_weighted_terms_add_up_to_the_final_score_and_an_inapplicable_plugin_add
     assert [t.weighted for t in a.terms] == [300.0, 20.0, 0.0]
     assert a.terms[2].note == "pod has no images"
     assert a.passed is None, "no filter call was recorded"
-    assert explanation.summary == "Placed on a: lowest traffic (1.0 MB), 60.0 points ahead of b."
+    assert explanation.summary == (
+        "Placed on a: lowest traffic (1.0 MB), 60.0 points ahead of b (answers 8 against 2 on the 0..10 scale)."
+    )
 
 
 def test_a_winner_decided_by_another_plugin_names_that_plugin():
@@ -123,26 +126,33 @@ def test_a_winner_decided_by_another_plugin_names_that_plugin():
     ]
     record = PrioritizeRecord(nodes=["gpu-a", "gpu-b"], plugins=plugins, final=[80.0, 18.0], extender=[8, 2])
     explanation = explain(filter_record=None, prioritize_record=stored(record), chosen_node="gpu-a")
-    assert explanation.summary == "Placed on gpu-a: highest NodeResourceFitByCR score (90), 62.0 points ahead of gpu-b."
+    assert explanation.summary == (
+        "Placed on gpu-a: highest NodeResourceFitByCR score (90), 62.0 points ahead of gpu-b"
+        " (answers 8 against 2 on the 0..10 scale)."
+    )
 
 
-def test_a_bind_to_another_node_than_ours_says_how_far_behind_our_preferred_it_was():
+def test_a_bind_to_a_node_that_answered_less_than_ours_blames_kube_schedulers_own_scores():
     explanation = explain(filter_record=traffic_filter(), prioritize_record=traffic_prioritize(), chosen_node="node-2")
     assert explanation.preferred_node == "node-1"
     assert explanation.runner_up == "node-1"
     assert explanation.summary == (
-        "Placed on node-2: 14.3 points behind our preferred node-1 (kube-scheduler adds its own scores)."
+        "Placed on node-2, although our preferred node-1 answered 3 and node-2 answered 1 (final scores 28.6 and"
+        " 14.3): kube-scheduler's own scores, or another extender's, outweighed ours."
     )
 
 
-def test_a_tie_says_kube_scheduler_broke_it():
+def test_a_tie_says_kube_scheduler_picked_among_tied_nodes():
     explanation = explain(
         filter_record=None,
         prioritize_record=traffic_prioritize({"node-1": 1.0e6, "node-2": 1.0e6, "node-3": 2.0e6}),
         chosen_node="node-1",
     )
     assert explanation.margin == 0
-    assert "tied with node-2 at 50.0 points (kube-scheduler broke the tie)" in explanation.summary
+    assert "tied with node-2 at 50.0 points, both answered 5: kube-scheduler picked among tied nodes" in (
+        explanation.summary
+    )
+    assert not explanation.answer_tie, "equal final scores: rounding erased no preference"
 
 
 def test_an_unschedulable_pod_lists_the_first_exclusions_and_counts_the_rest():
@@ -205,3 +215,136 @@ def test_a_refused_call_has_no_readable_record_and_the_error_is_the_explanation(
     )
     assert explanation.nodes == ()
     assert explanation.summary == "Error: filter: expected `str`, got `int`."
+
+
+# --- figures a person can recompute, and what kube-scheduler saw ---------------------------------------------
+
+
+def herd_record(**fields: Any) -> dict[str, Any]:
+    """node-a is preferred only because 3 binds on node-c add 900 MB to its estimate."""
+    nodes = ["node-a", "node-b", "node-c"]
+    raw = [1.0e9, 1.71e9, 0.3e9]
+    herd = [0.0, 0.0, 9.0e8]
+    estimates = [r + h for r, h in zip(raw, herd, strict=True)]
+    top = max(estimates)
+    scores = [round(100 - e * 100 / top, 4) for e in estimates]
+    plugin = PluginScores(
+        name="NetworkTraffic",
+        weight=1,
+        scores=scores,
+        raw=raw,
+        herd_bytes=herd,
+        herd_binds=[0, 0, 3],
+        herd_newest_age_seconds=[None, None, 2.25],
+        metric_age_seconds=4.0,
+    )
+    record = PrioritizeRecord(
+        nodes=nodes, plugins=[plugin], final=scores, extender=[int(s / 10 + 0.5) for s in scores], **fields
+    )
+    return stored(record)
+
+
+def test_a_herd_adjusted_node_shows_measured_and_assumed_bytes_the_estimate_the_maximum_and_the_arithmetic():
+    explanation = explain(filter_record=None, prioritize_record=herd_record(), chosen_node="node-a")
+    node_c = next(n for n in explanation.nodes if n.node == "node-c")
+    [term] = node_c.terms
+    assert term.traffic is not None
+    figures = term.traffic
+    assert (figures.measured_bytes, figures.herd_bytes, figures.herd_binds) == (0.3e9, 9.0e8, 3)
+    assert (figures.estimate_bytes, figures.max_estimate_bytes, figures.max_estimate_node) == (1.2e9, 1.71e9, "node-b")
+    assert (figures.herd_newest_bind_age_seconds, figures.metric_age_seconds) == (2.25, 4.0)
+    assert term.arithmetic == (
+        "estimate 1,200,000,000 = 300,000,000 measured + 900,000,000 assumed (3 recent binds, the newest 2.25 s"
+        " before); 100 − 1,200,000,000 × 100 / 1,710,000,000 (node-b) = 29.8246"
+    )
+    assert node_c.final_arithmetic == "29.8246 = 29.8246"
+    assert node_c.answer_arithmetic == "29.8246 / 10 = 2.9825 → 3"
+
+
+def test_the_summary_says_when_the_herd_estimate_changed_the_ranking():
+    explanation = explain(filter_record=None, prioritize_record=herd_record(), chosen_node="node-a")
+    assert explanation.preferred_node == "node-a"
+    assert (explanation.measured_leader, explanation.herd_changed_ranking) == ("node-c", True)
+    assert (
+        "node-c leads on measured traffic alone; 3 recent binds there assume 900.0 MB more (the newest 2 s before),"
+        " which puts node-a first." in explanation.summary
+    )
+
+
+def test_without_herd_bytes_no_ranking_change_is_claimed():
+    explanation = explain(filter_record=None, prioritize_record=traffic_prioritize(), chosen_node="node-1")
+    assert (explanation.measured_leader, explanation.herd_changed_ranking) == ("", False)
+    assert "measured traffic alone" not in explanation.summary
+
+
+def tied_record(finals: list[float], extender: list[int], **fields: Any) -> dict[str, Any]:
+    nodes = [f"node-{c}" for c in "abcd"[: len(finals)]]
+    plugin = PluginScores(name="NodeResourceFitByCR", weight=1, scores=finals)
+    return stored(PrioritizeRecord(nodes=nodes, plugins=[plugin], final=finals, extender=extender, **fields))
+
+
+def test_a_bind_to_a_node_that_answered_the_same_as_ours_names_the_tie_not_kube_schedulers_scores():
+    explanation = explain(
+        filter_record=None, prioritize_record=tied_record([75.0, 83.4, 40.0], [8, 8, 4]), chosen_node="node-a"
+    )
+    assert explanation.preferred_node == "node-b"
+    assert explanation.summary == (
+        "Placed on node-a: node-a and node-b both answered 8 on the 0..10 scale (our final scores: node-b 83.4,"
+        " node-a 75.0): kube-scheduler picked among tied nodes."
+    )
+    assert (explanation.answer_tie, explanation.tied_nodes) == (True, ("node-a",))
+
+
+def test_a_preference_the_rounding_erased_is_flagged_even_when_kube_scheduler_picked_ours():
+    explanation = explain(
+        filter_record=None, prioritize_record=tied_record([83.4, 78.0, 40.0], [8, 8, 4]), chosen_node="node-a"
+    )
+    assert explanation.summary == (
+        "Placed on node-a: highest NodeResourceFitByCR score (83), 5.4 points ahead of node-b, but both answered 8"
+        " on the 0..10 scale, so kube-scheduler picked among tied nodes."
+    )
+    assert (explanation.answer_tie, explanation.tied_nodes) == (True, ("node-b",))
+
+
+def test_the_extenders_weight_turns_answers_into_kube_scheduler_points():
+    record = tied_record([83.4, 61.0], [8, 6], extender_weight=10)
+    explanation = explain(filter_record=None, prioritize_record=record, chosen_node="node-b")
+    assert explanation.extender_weight == 10
+    assert [n.kube_scheduler_points for n in explanation.nodes] == [800, 600]
+    assert "our preferred node-a answered 8 (800 points at weight 10) and node-b answered 6 (600 points" in (
+        explanation.summary
+    )
+
+
+def test_a_spread_answer_shows_the_bounds_it_maps_from():
+    record = tied_record([83.4, 61.0, 20.0], [10, 6, 0], answer_scale="spread")
+    explanation = explain(filter_record=None, prioritize_record=record)
+    assert (explanation.answer_scale, explanation.spread_min, explanation.spread_max) == ("spread", 20.0, 83.4)
+    assert explanation.answer_rule.startswith("answer = 10 × (final − 20) / (83.4 − 20), rounded half up")
+    assert explanation.nodes[1].answer_arithmetic == "10 × (61 − 20) / (83.4 − 20) = 6.4669 → 6"
+
+
+def test_resource_and_image_scores_show_what_they_are_computed_from():
+    plugins = [
+        PluginScores(
+            name="NodeResourceFitByCR",
+            weight=2,
+            scores=[70.0, 100.0],
+            raw=[70.0, 120.0],
+            requested=["example.com/fpga", "example.com/gpu"],
+            inputs={"example.com/fpga": [60.0, 140.0], "example.com/gpu": [80.0, 100.0]},
+        ),
+        PluginScores(name="ImageLocality", weight=1, scores=[50.0, 0.0], raw=[1.0, 0.0], requested=["a:1", "b:2"]),
+    ]
+    record = PrioritizeRecord(nodes=["n1", "n2"], plugins=plugins, final=[63.3333, 66.6667], extender=[6, 7])
+    explanation = explain(filter_record=None, prioritize_record=stored(record))
+    n1 = next(n for n in explanation.nodes if n.node == "n1")
+    n2 = next(n for n in explanation.nodes if n.node == "n2")
+    resources, images = n1.terms
+    assert resources.resources is not None and images.images is not None
+    assert resources.resources.resource_scores == {"example.com/fpga": 60.0, "example.com/gpu": 80.0}
+    assert resources.arithmetic == "(60 + 80) / 2 = 70"
+    assert n2.terms[0].arithmetic == "(140 + 100) / 2 = 120, clamped to 0..100: 100"
+    assert (images.images.present, images.images.requested) == (1, 2)
+    assert images.arithmetic == "1 of 2 images present: 1 × 100 / 2 = 50"
+    assert n1.final_arithmetic == "(70 × 2 + 50 × 1) / 3 = 63.3333"

@@ -6,7 +6,7 @@ import pytest
 
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import StaticCluster
-from scheduler_core.engine import to_extender_score
+from scheduler_core.answer import answers, fixed_answer, preference_tied
 from scheduler_core.profiles import load_profiles
 from scheduler_core.verbs import Extender
 from scheduler_core.wire import encode
@@ -25,8 +25,13 @@ def prioritize(bytes_by_node: dict[str, float], nodes: list[str], *, age: float 
     return extender.prioritize("default", encode({"Pod": POD, "Nodes": None, "NodeNames": nodes}))
 
 
+FIXED = "profiles: [{name: default, answer: {scale: fixed}}]"
+SPREAD = "profiles: [{name: default, answer: {scale: spread}}]"
+
+
 def test_the_tutorial_example_scores_28_57_14_29_and_0_and_answers_3_1_0():
-    result = prioritize({"node-1": 1.0e6, "node-2": 1.2e6, "node-3": 1.4e6}, ["node-1", "node-2", "node-3"])
+    nodes = ["node-1", "node-2", "node-3"]
+    result = prioritize({"node-1": 1.0e6, "node-2": 1.2e6, "node-3": 1.4e6}, nodes, config=FIXED)
 
     assert result.status == 200
     assert result.body == b'[{"Host":"node-1","Score":3},{"Host":"node-2","Score":1},{"Host":"node-3","Score":0}]'
@@ -41,78 +46,30 @@ def test_the_tutorial_example_scores_28_57_14_29_and_0_and_answers_3_1_0():
     [(0.0, 0), (4.99, 0), (5.0, 1), (14.29, 1), (25.0, 3), (28.57, 3), (94.999, 9), (95.0, 10), (100.0, 10)],
 )
 def test_final_scores_map_to_the_extender_scale_rounding_half_up(final: float, expected: int):
-    assert to_extender_score(final) == expected
+    assert fixed_answer(final) == expected
 
 
 def test_scores_are_encoded_as_json_integers():
-    result = prioritize({"a": 3.0, "b": 7.0}, ["a", "b"])
+    result = prioritize({"a": 3.0, "b": 7.0}, ["a", "b"], config=FIXED)
     assert b"." not in result.body
     assert result.body == b'[{"Host":"a","Score":6},{"Host":"b","Score":0}]'
 
 
-def test_all_nodes_without_traffic_score_100():
-    result = prioritize({"a": 0.0, "b": 0.0}, ["a", "b"])
-    assert result.event.prioritize.final == [100.0, 100.0]
-    assert result.body == b'[{"Host":"a","Score":10},{"Host":"b","Score":10}]'
-
-
-def test_a_node_without_a_series_gets_the_neutral_score_and_a_recorded_reason():
-    result = prioritize({"a": 100.0, "b": 50.0}, ["a", "b", "new-node"])
-
+def test_the_spread_scale_maps_the_candidates_final_scores_onto_the_whole_0_to_10_range():
+    nodes = ["node-1", "node-2", "node-3"]
+    result = prioritize({"node-1": 1.0e6, "node-2": 1.2e6, "node-3": 1.4e6}, nodes, config=SPREAD)
     record = result.event.prioritize
-    assert record.final == [0.0, 50.0, 50.0]
-    assert record.plugins[0].notes == {"new-node": "no traffic series for node"}
-    assert result.status == 200
+    low, high = min(record.final), max(record.final)
+    expected = [int(10 * (f - low) / (high - low) + 0.5 + 1e-9) for f in record.final]
+    assert (record.answer_scale, expected) == ("spread", [10, 5, 0])
+    assert result.body == b'[{"Host":"node-1","Score":10},{"Host":"node-2","Score":5},{"Host":"node-3","Score":0}]'
 
 
-def test_stale_metrics_count_as_missing_and_the_record_says_so():
-    result = prioritize({"a": 100.0, "b": 50.0}, ["a", "b"], age=600)
-
-    (traffic,) = result.event.prioritize.plugins
-    assert traffic.note == "metrics stale"
-    assert traffic.metric_age_seconds == pytest.approx(600, abs=5)
-    assert result.event.prioritize.final == [50.0, 50.0]
-
-
-def test_weights_combine_plugins_as_a_weighted_mean():
-    config = """
-profiles:
-- name: default
-  plugins:
-    score:
-      enabled: [{name: NetworkTraffic, weight: 3}, {name: ImageLocality, weight: 1}]
-"""
-    extender = Extender(
-        load_profiles(config),
-        cluster=StaticCluster(),
-        traffic=traffic_store({"a": 0.0, "b": 10.0}),
-        binder=SimulatedBinder(),
-    )
-    pod = {"metadata": {"name": "p", "namespace": "n", "uid": "u"}, "spec": {"containers": [{"image": "nginx:1.25"}]}}
-    result = extender.prioritize("default", encode({"Pod": pod, "Nodes": None, "NodeNames": ["a", "b"]}))
-
-    # a: traffic 100 × 3 + images 0 × 1 → 75; b: traffic 0 × 3 + 0 → 0.
-    assert result.event.prioritize.final == [75.0, 0.0]
-    assert result.body == b'[{"Host":"a","Score":8},{"Host":"b","Score":0}]'
-
-
-def test_an_auditor_recomputing_the_final_score_from_the_recorded_scores_gets_it_exactly():
-    config = """
-profiles:
-- name: default
-  plugins:
-    score:
-      enabled: [{name: NetworkTraffic, weight: 3}, {name: ImageLocality, weight: 2}]
-"""
-    traffic = {f"n{i}": 1.0e6 + i * 37_111.7 for i in range(40)}  # scores with many decimals before rounding
-    extender = Extender(
-        load_profiles(config), cluster=StaticCluster(), traffic=traffic_store(traffic), binder=SimulatedBinder()
-    )
-    pod = {"metadata": {"name": "p", "namespace": "n", "uid": "u"}, "spec": {"containers": [{"image": "nginx:1.25"}]}}
-    record = extender.prioritize("default", encode({"Pod": pod, "Nodes": None, "NodeNames": list(traffic)})).event
-    scored = record.prioritize
-    assert any(s != round(s, 2) for s in scored.plugins[0].scores), "the scores carry 4 decimals"
-    for i in range(len(scored.nodes)):
-        applicable = [p for p in scored.plugins if p.applicable]
-        mean = sum(p.scores[i] * p.weight for p in applicable) / sum(p.weight for p in applicable)
-        assert scored.final[i] == round(mean, 4)
+def test_nodes_that_the_fixed_scale_rounds_together_answer_apart_when_spread():
+    """Traffic weighted 1 beside a plugin weighted 4 that scores every node 80: 3 MB, 360 MB and 2.4 GB received
+    score 99.875, 85 and 0 on traffic, 83.975, 81 and 64 in all, which the fixed scale answers 8, 8 and 6."""
+    finals = [83.975, 81.0, 64.0]
+    assert answers(finals, "fixed") == [8, 8, 6]
+    assert answers(finals, "spread") == [10, 9, 0]
+    assert preference_tied(finals, answers(finals, "fixed"))
+    assert not preference_tied(finals, answers(finals, "spread"))

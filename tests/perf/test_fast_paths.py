@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import math
 import random
-from bisect import bisect_right
 
 import pytest
 
 from scheduler_core import wire
 from scheduler_core.cluster import NodeInfo, PodInfo, StaticCluster
-from scheduler_core.engine import _EXTENDER_THRESHOLDS, round4, run_prioritize, to_extender_score
+from scheduler_core.answer import answers, fixed_answer, round_half_up
+from scheduler_core.engine import round4, run_prioritize
 from scheduler_core.plugins import CycleContext, NodeScore, ScoreColumns
 from scheduler_core.profiles import load_profiles
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
@@ -19,11 +19,14 @@ from scheduler_core.traffic.store import TrafficStore
 EDGES = [0.0, 4.99, 5.0, 14.29, 25.0, 28.57, 94.999, 95.0, 100.0, -1.0, 1e300]
 
 
-def test_the_extender_score_thresholds_answer_what_the_rounding_rule_answers():
+def test_the_answers_of_a_whole_column_are_what_the_rounding_rule_answers_node_by_node():
     rng = random.Random(7)
     values = [rng.uniform(-5, 105) for _ in range(100_000)] + [round(rng.uniform(0, 100), 4) for _ in range(50_000)]
-    values += EDGES + list(_EXTENDER_THRESHOLDS) + [math.nextafter(t, -math.inf) for t in _EXTENDER_THRESHOLDS]
-    assert [bisect_right(_EXTENDER_THRESHOLDS, v) for v in values] == [to_extender_score(v) for v in values]
+    values += EDGES + [math.nextafter(v, -math.inf) for v in range(0, 101, 5)] + [float(v) for v in range(0, 101, 5)]
+    assert answers(values, "fixed") == [fixed_answer(v) for v in values]
+    finals = [round(rng.uniform(0, 100), 4) for _ in range(10_000)] + [0.0, 100.0, 50.0]
+    low, high = min(finals), max(finals)
+    assert answers(finals, "spread") == [round_half_up(10 * (f - low) / (high - low)) for f in finals]
 
 
 @pytest.mark.parametrize("distinct", [1, 3, 40, 1000])

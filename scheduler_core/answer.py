@@ -1,0 +1,111 @@
+"""What kube-scheduler is answered: a final score (0..100) on the extender's 0..10 scale, and what that hides.
+
+Two scales, chosen per profile (``answer.scale``):
+
+- ``fixed``: ``final / 10``, rounded half up. A node's answer depends on its own score only, so answers mean the
+  same from cycle to cycle; but candidates whose finals are within a few points answer the same, and
+  kube-scheduler then picks among them as it likes (the traffic signal among quiet nodes is lost).
+- ``spread``: ``10 × (final − min) / (max − min)`` over the scored candidates, rounded half up: our best node
+  answers 10 and our worst 0, so any lead of a tenth of the spread survives. The price: an answer says how a node
+  ranks among this pod's candidates, not how good it is, so a small difference in final score can outweigh
+  kube-scheduler's own score plugins.
+
+Both round the final score as recorded (4 decimals), so whoever recomputes an answer from the record gets the
+answered value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Sequence
+from typing import Literal, get_args
+
+import numpy as np
+
+from scheduler_core.wire import MAX_EXTENDER_PRIORITY
+
+AnswerScale = Literal["fixed", "spread"]
+ANSWER_SCALES: tuple[str, ...] = get_args(AnswerScale)
+DEFAULT_ANSWER_SCALE: AnswerScale = "spread"
+"""Chosen from ``benchmarks/answer_scale.py`` (how often our preferred node ties with another): see docs."""
+_EPSILON = 1e-9
+"""Absorbs float noise at .5: 28.57 → 2.857 → 3, and 25.0 → 2.5 → 3 even if the division lands a hair below."""
+
+
+def round_half_up(value: float) -> int:
+    """``value`` (0..10) to the nearest whole answer, .5 going up, clamped to 0..10."""
+    return min(MAX_EXTENDER_PRIORITY, max(0, math.floor(value + 0.5 + _EPSILON)))
+
+
+def fixed_answer(final: float) -> int:
+    """0..100 → 0..10, rounded half up (28.57 → 3, 14.29 → 1)."""
+    return round_half_up(final / 10)
+
+
+def spread_bounds(finals: Sequence[float], forced: Collection[int] = ()) -> tuple[float, float] | None:
+    """(min, max) of the finals the spread maps, leaving out ``forced`` positions; None when they are all equal
+    (nothing to spread: the fixed rule answers)."""
+    values = [f for i, f in enumerate(finals) if i not in forced] if forced else list(finals)
+    if not values:
+        return None
+    low, high = min(values), max(values)
+    return (low, high) if high > low else None
+
+
+def spread_answer(final: float, low: float, high: float) -> int:
+    return round_half_up(10 * (final - low) / (high - low))
+
+
+def answers(finals: Sequence[float], scale: str, forced: Collection[int] = ()) -> list[int]:
+    """Every candidate's answer; ``forced`` positions (nodes kube-scheduler named but the node cache does not know)
+    answer 0 and are left out of the spread's bounds."""
+    bounds = spread_bounds(finals, forced) if scale == "spread" else None
+    values = np.asarray(finals, dtype=np.float64)
+    if bounds is None:
+        scaled = values / 10
+    else:
+        low, high = bounds
+        scaled = 10 * (values - low) / (high - low)
+    # The same IEEE operations as round_half_up per node, in one pass.
+    result: list[int] = np.clip(np.floor(scaled + 0.5 + _EPSILON), 0, MAX_EXTENDER_PRIORITY).astype(int).tolist()
+    for position in forced:
+        result[position] = 0
+    return result
+
+
+def answer_rule(scale: str, bounds: tuple[float, float] | None) -> str:
+    """The rule in words, with the figures it uses."""
+    if scale == "spread" and bounds is not None:
+        low, high = bounds
+        return (
+            f"answer = 10 × (final − {_num(low)}) / ({_num(high)} − {_num(low)}), rounded half up "
+            "(spread: the lowest final score among the candidates answers 0, the highest 10)"
+        )
+    if scale == "spread":
+        return "answer = final / 10, rounded half up (spread, but every candidate scored the same)"
+    return "answer = final / 10, rounded half up"
+
+
+def answer_arithmetic(final: float, answer: int, scale: str, bounds: tuple[float, float] | None) -> str:
+    """``65.0466 / 10 = 6.5047 → 7`` or ``10 × (65.0466 − 20.1) / (80.3 − 20.1) = 7.4662 → 7``."""
+    if scale == "spread" and bounds is not None:
+        low, high = bounds
+        value = 10 * (final - low) / (high - low)
+        return f"10 × ({_num(final)} − {_num(low)}) / ({_num(high)} − {_num(low)}) = {_num(value)} → {answer}"
+    return f"{_num(final)} / 10 = {_num(final / 10)} → {answer}"
+
+
+def preference_tied(finals: Sequence[float], extender: Sequence[int]) -> bool:
+    """Rounding to 0..10 erased our preference: the node with the highest final score answered the same as a node
+    that scored strictly less, so kube-scheduler saw them as equal."""
+    if len(finals) < 2:
+        return False
+    best = max(finals)
+    top = extender[list(finals).index(best)]
+    return any(a == top and f < best for f, a in zip(finals, extender, strict=False))
+
+
+def _num(value: float) -> str:
+    """A score as shown: up to 4 decimals, trailing zeros dropped."""
+    text = f"{value:.4f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text

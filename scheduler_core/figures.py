@@ -1,0 +1,218 @@
+"""The figures each score follows from, and the arithmetic written out, so that a person can recompute it.
+
+Works on a decoded :class:`~scheduler_core.record.PrioritizeRecord`. Every score plugin's normalized score is
+shown beside what it is computed from (the engine's formulas, in the engine's order of operations):
+
+- ``NetworkTraffic``: ``100 − estimate × 100 / max estimate``, where a node's estimate is its measured bytes plus
+  the bytes assumed for its recent binds (the herd estimate) and the maximum is over the candidates with a
+  measurement; a node without one scores the neutral value (or 0 under ``missingPolicy: fail``) and says why;
+- ``NodeResourceFitByCR``: the mean of the node's ``resourcesScore`` over the requested resources, clamped to 0..100;
+- ``ImageLocality``: ``present × 100 / requested`` images;
+- the final score: the weighted mean of the applicable plugins' scores as recorded (4 decimals), and the answer:
+  :mod:`scheduler_core.answer`.
+
+Numbers in the arithmetic are exact: bytes in full (the record's figures), scores to the record's 4 decimals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from scheduler_core.answer import answer_arithmetic
+from scheduler_core.record import PluginScores, PrioritizeRecord
+
+TRAFFIC_PLUGIN = "NetworkTraffic"
+RESOURCES_PLUGIN = "NodeResourceFitByCR"
+IMAGES_PLUGIN = "ImageLocality"
+
+
+@dataclass(frozen=True, slots=True)
+class TrafficFigures:
+    """What a node's ``NetworkTraffic`` score follows from."""
+
+    measured_bytes: float | None
+    """Bytes received over the query window (None: no usable measurement)."""
+    herd_bytes: float
+    """Bytes assumed on top for pods bound there recently (the herd estimate; 0 when none)."""
+    herd_binds: int
+    """How many recent binds ``herd_bytes`` come from."""
+    herd_newest_bind_age_seconds: float | None
+    """How long before the call the newest of them was bound."""
+    estimate_bytes: float | None
+    """``measured_bytes + herd_bytes``: what the score is computed from."""
+    max_estimate_bytes: float | None
+    """The largest estimate among the candidates: the one that scores 0."""
+    max_estimate_node: str
+    metric_age_seconds: float | None
+    missing_reason: str
+    """Why the node has no usable measurement (it then scores the neutral value, or 0 under ``missingPolicy: fail``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceFigures:
+    """What a node's ``NodeResourceFitByCR`` score follows from."""
+
+    requested: tuple[str, ...]
+    """The extended resources the pod requests."""
+    resource_scores: dict[str, float | None]
+    """The node's ``resourcesScore`` for each (None: the node has no NodeResources object)."""
+    mean: float | None
+    """Their mean, before clamping to 0..100."""
+
+
+@dataclass(frozen=True, slots=True)
+class ImageFigures:
+    """What a node's ``ImageLocality`` score follows from."""
+
+    requested: int
+    """How many images the pod names."""
+    present: int | None
+    """How many of them the node already holds."""
+    images: tuple[str, ...]
+
+
+def _exact(value: float) -> str:
+    """A byte figure in full: ``1,712,345,678`` (a fraction only when the figure has one)."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,}"
+
+
+def _score(value: float) -> str:
+    """A score as the record keeps it: up to 4 decimals, trailing zeros dropped."""
+    text = f"{value:.4f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
+
+
+def _at(column: Sequence[float | None] | Sequence[float] | Sequence[int], index: int) -> float | None:
+    return column[index] if index < len(column) else None
+
+
+class TrafficColumn:
+    """The ``NetworkTraffic`` record read once per cycle: estimates and their maximum over the candidates."""
+
+    def __init__(self, plugin: PluginScores, nodes: Sequence[str]) -> None:
+        self.plugin = plugin
+        self.nodes = nodes
+        self.estimates: list[float | None] = []
+        if plugin.raw:
+            herd = plugin.herd_bytes
+            self.estimates = [
+                None if raw is None else raw + (herd[i] if i < len(herd) else 0.0) for i, raw in enumerate(plugin.raw)
+            ]
+        known = [(value, i) for i, value in enumerate(self.estimates) if value is not None]
+        self.max_estimate: float | None = None
+        self.max_node = ""
+        if known:
+            value, index = max(known, key=lambda pair: (pair[0], -pair[1]))  # the first node at the maximum
+            self.max_estimate, self.max_node = value, nodes[index]
+
+    def figures(self, index: int, missing_reason: str) -> TrafficFigures:
+        plugin = self.plugin
+        binds = _at(plugin.herd_binds, index)
+        return TrafficFigures(
+            measured_bytes=_at(plugin.raw, index),
+            herd_bytes=_at(plugin.herd_bytes, index) or 0.0,
+            herd_binds=int(binds) if binds is not None else 0,
+            herd_newest_bind_age_seconds=_at(plugin.herd_newest_age_seconds, index),
+            estimate_bytes=_at(self.estimates, index),
+            max_estimate_bytes=self.max_estimate,
+            max_estimate_node=self.max_node,
+            metric_age_seconds=plugin.metric_age_seconds,
+            missing_reason=missing_reason,
+        )
+
+    def arithmetic(self, figures: TrafficFigures, normalized: float) -> str:
+        """``100 − 694,123,456 × 100 / 1,712,345,678 = 59.4632``, with where the estimate comes from."""
+        if figures.estimate_bytes is None or figures.measured_bytes is None:
+            reason = figures.missing_reason or "no traffic measurement"
+            return f"{reason}: {_score(normalized)}"
+        if not figures.max_estimate_bytes:
+            return f"every candidate's estimate is 0 B: {_score(normalized)}"
+        estimate = _exact(figures.estimate_bytes)
+        origin = ""
+        if figures.herd_bytes:
+            binds = f"{figures.herd_binds} recent bind" + ("" if figures.herd_binds == 1 else "s")
+            if figures.herd_newest_bind_age_seconds is not None:
+                binds += f", the newest {figures.herd_newest_bind_age_seconds:g} s before"
+            origin = (
+                f"estimate {estimate} = {_exact(figures.measured_bytes)} measured + "
+                f"{_exact(figures.herd_bytes)} assumed ({binds}); "
+            )
+        largest = f"{_exact(figures.max_estimate_bytes)} ({figures.max_estimate_node})"
+        return f"{origin}100 − {estimate} × 100 / {largest} = {_score(normalized)}"
+
+
+def resource_figures(plugin: PluginScores, index: int) -> ResourceFigures | None:
+    if not plugin.requested:
+        return None
+    scores = {name: _at(column, index) for name, column in plugin.inputs.items()}
+    return ResourceFigures(tuple(plugin.requested), scores, _at(plugin.raw, index))
+
+
+def resource_arithmetic(figures: ResourceFigures, normalized: float, note: str) -> str:
+    if figures.mean is None or any(score is None for score in figures.resource_scores.values()):
+        return f"{note or 'no NodeResources object for node'}: {_score(normalized)}"
+    terms = " + ".join(_score(score or 0.0) for score in figures.resource_scores.values())
+    count = len(figures.resource_scores)
+    text = f"({terms}) / {count} = {_score(figures.mean)}" if count > 1 else f"resourcesScore {_score(figures.mean)}"
+    if figures.mean != normalized:
+        text += f", clamped to 0..100: {_score(normalized)}"
+    return text
+
+
+def image_figures(plugin: PluginScores, index: int) -> ImageFigures | None:
+    if not plugin.requested:
+        return None
+    present = _at(plugin.raw, index)
+    return ImageFigures(len(plugin.requested), None if present is None else int(present), tuple(plugin.requested))
+
+
+def image_arithmetic(figures: ImageFigures, normalized: float) -> str:
+    if figures.present is None:
+        return _score(normalized)
+    present, requested = figures.present, figures.requested
+    return f"{present} of {requested} images present: {present} × 100 / {requested} = {_score(normalized)}"
+
+
+def final_arithmetic(prioritize: PrioritizeRecord, index: int) -> str:
+    """``(59.4632 × 3 + 80 × 1) / 4 = 64.5974``: the weighted mean of the applicable plugins' scores."""
+    applicable = [p for p in prioritize.plugins if p.applicable and p.weight]
+    final = prioritize.final[index]
+    if not applicable:
+        return f"no plugin applied: {_score(final)}"
+    parts = [f"{_score(_at(p.scores, index) or 0.0)} × {p.weight}" for p in applicable]
+    weights = sum(p.weight for p in applicable)
+    if len(parts) == 1 and weights == 1:
+        return f"{parts[0].removesuffix(' × 1')} = {_score(final)}"
+    return f"({' + '.join(parts)}) / {weights} = {_score(final)}"
+
+
+def answer_text(prioritize: PrioritizeRecord, index: int, bounds: tuple[float, float] | None) -> str:
+    return answer_arithmetic(prioritize.final[index], prioritize.extender[index], prioritize.answer_scale, bounds)
+
+
+def measured_leader(prioritize: PrioritizeRecord, forced: Mapping[str, str]) -> str:
+    """The node that would have the highest final score were ``NetworkTraffic`` scored on measured bytes alone (the
+    other terms as recorded); empty without herd bytes."""
+    plugin = next((p for p in prioritize.plugins if p.name == TRAFFIC_PLUGIN), None)
+    if plugin is None or not plugin.applicable or not plugin.herd_bytes or not plugin.raw:
+        return ""
+    measured = [raw for raw in plugin.raw if raw is not None]
+    highest = max(measured, default=0.0)
+    factor = 100.0 / highest if highest > 0 else 0.0
+    weights = sum(p.weight for p in prioritize.plugins if p.applicable)
+    best, leader = -1.0, ""
+    for i, node in enumerate(prioritize.nodes):
+        if node in forced or i >= len(plugin.raw):
+            continue
+        total = 0.0
+        for p in prioritize.plugins:
+            if not p.applicable:
+                continue
+            raw = plugin.raw[i]
+            score = 100.0 - raw * factor if p is plugin and raw is not None else p.scores[i]
+            total += score * p.weight
+        final = total / weights if weights else 0.0
+        if final > best + 1e-9:
+            best, leader = final, node
+    return leader
