@@ -11,12 +11,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from django import forms
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import connections
 from django.db.models import BooleanField, F, Func, QuerySet, Value
 from django_filters import rest_framework as filters
 from django_filters.fields import IsoDateTimeField
+from django_filters.widgets import BooleanWidget
 
 from dashboard.models import NodeMode, NodePosting, NodeTally, Outcome, SchedulingCycle
 from dashboard.traffic.models import RefreshStatus, TrafficRefresh
@@ -42,6 +44,34 @@ class UtcDateTimeField(IsoDateTimeField):
 
 class UtcDateTimeFilter(filters.IsoDateTimeFilter):
     field_class = UtcDateTimeField
+
+
+class _StrictBooleanWidget(BooleanWidget):
+    """``true``/``false`` (any case, or ``1``/``0``) as django-filter reads them; anything else goes to the field as
+    sent, to be refused there (django-filter's own widget reads it as "not given": every cycle would be listed)."""
+
+    def value_from_datadict(self, data: Any, files: Any, name: str) -> Any:
+        value = super().value_from_datadict(data, files, name)
+        sent = data.get(name)
+        return sent if value is None and sent not in (None, "") else value
+
+
+class _StrictBooleanField(forms.NullBooleanField):
+    def to_python(self, value: Any) -> bool | None:  # type: ignore[override]  # (as django-stubs declares it)
+        if isinstance(value, str):  # the widget leaves only what it could not read as a string
+            raise ValidationError("must be true or false", code="invalid")
+        result: bool | None = super().to_python(value)
+        return result
+
+
+class StrictBooleanFilter(filters.BooleanFilter):
+    """A boolean filter (``true``/``false``; absent: either) that refuses any other value with a 400."""
+
+    field_class = _StrictBooleanField
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("widget", _StrictBooleanWidget)
+        super().__init__(*args, **kwargs)
 
 
 LISTED_BELOW_SHARE = 0.005
@@ -114,6 +144,9 @@ class CycleFilterSet(filters.FilterSet):
     node_mode = filters.ChoiceFilter(field_name="node_mode", choices=NodeMode.choices, label="Node mode")
     chosen_node = filters.CharFilter(field_name="chosen_node", label="Node the pod was bound to")
     preferred_node = filters.CharFilter(field_name="preferred_node", label="Our highest-scored node")
+    answer_tie = StrictBooleanFilter(
+        field_name="answer_tie", label="Our preferred node tied with another on the 0..10 answer"
+    )
     node_considered = filters.CharFilter(
         field_name="candidate_nodes",
         method="filter_node_considered",

@@ -36,6 +36,8 @@ from prometheus_client.registry import Collector
 
 from dashboard.traffic.snapshots import SnapshotStore, query_key
 from dashboard.traffic.view import RedisTrafficView
+from scheduler_core.answer import preference_tied
+from scheduler_core.record import PrioritizeRecord
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,12 @@ VERB_SECONDS = Histogram(
 VERB_RESPONSES = Counter(
     "schedlens_verb_responses", "Extender verb answers by HTTP status.", ["verb", "profile", "status"]
 )
+ANSWER_TIES = Counter(
+    "schedlens_answer_ties",
+    "Prioritize answers where our preferred node tied with a lower-scored node on the 0..10 scale "
+    "(kube-scheduler saw them as equal).",
+    ["profile"],
+)
 
 SCRAPE_REDIS_TIMEOUT_SECONDS = 1.0
 
@@ -61,6 +69,20 @@ def observe_verb(*, verb: str, profile: str, known: bool, status: int, seconds: 
     label = profile if known else "unknown"
     VERB_SECONDS.labels(verb, label).observe(seconds)
     VERB_RESPONSES.labels(verb, label, str(status)).inc()
+
+
+def observe_prioritize(*, profile: str, known: bool, status: int, record: PrioritizeRecord | None) -> None:
+    """A prioritize answered: count it in ``schedlens_answer_ties_total`` when rounding erased our preference.
+
+    Only an answer kube-scheduler received (200) counts. ``preference_tied`` is asked only when another node answered
+    what our best did (counted at C speed): at 1000 nodes ~15 µs on the verb path instead of ~50 when nothing ties,
+    the usual case on the spread scale."""
+    if status != 200 or record is None or len(record.final) < 2 or len(record.extender) != len(record.final):
+        return
+    final, extender = record.final, record.extender
+    top = extender[final.index(max(final))]
+    if extender.count(top) > 1 and preference_tied(final, extender):
+        ANSWER_TIES.labels(profile if known else "unknown").inc()
 
 
 def _source_label(query: TrafficQuery) -> str:

@@ -38,6 +38,14 @@ class SchedulingCycle(models.Model):
     preferred_node = models.CharField(
         max_length=253, blank=True, help_text="Our highest-scored node (kube-scheduler adds its own scores)."
     )
+    answer_tie = models.BooleanField(
+        default=False,
+        db_default=False,  # rows written by code that predates the column (a rolling upgrade) get it too
+        help_text=(
+            "Rounding to kube-scheduler's 0..10 scale erased our preference: our highest-scored node was answered "
+            "the same as a node that scored strictly less (scheduler_core.answer.preference_tied)."
+        ),
+    )
     candidate_count = models.PositiveIntegerField(default=0)
     feasible_count = models.PositiveIntegerField(null=True, blank=True)
     filter_ms = models.FloatField(null=True, blank=True)
@@ -71,6 +79,8 @@ class SchedulingCycle(models.Model):
             models.Index(fields=["outcome", "started_at", "id"], name="cycle_outcome"),
             models.Index(fields=["chosen_node", "started_at", "id"], name="cycle_chosen_node"),
             models.Index(fields=["candidate_slot"], name="cycle_candidate_slot"),
+            # Holds the tied cycles only: ``answer_tie=true`` pages newest first without walking the untied ones.
+            models.Index(fields=["-started_at", "-id"], condition=models.Q(answer_tie=True), name="cycle_answer_tie"),
         ]
 
     def __str__(self) -> str:

@@ -5,10 +5,15 @@ Two scales, chosen per profile (``answer.scale``):
 - ``fixed``: ``final / 10``, rounded half up. A node's answer depends on its own score only, so answers mean the
   same from cycle to cycle; but candidates whose finals are within a few points answer the same, and
   kube-scheduler then picks among them as it likes (the traffic signal among quiet nodes is lost).
-- ``spread``: ``10 × (final − min) / (max − min)`` over the scored candidates, rounded half up: our best node
-  answers 10 and our worst 0, so any lead of a tenth of the spread survives. The price: an answer says how a node
-  ranks among this pod's candidates, not how good it is, so a small difference in final score can outweigh
-  kube-scheduler's own score plugins.
+- ``spread``: ``10 × (final − min) / (max − min)`` over the scored candidates, rounded half up, at most 9 for every
+  node below the highest final score: our best node answers 10, our worst 0, and no node that scored less answers
+  what our best answers, so kube-scheduler always sees our preference. The price: an answer says how a node ranks
+  among this pod's candidates, not how good it is, and any lead, however small, is worth a whole answer step
+  (10 × the extender's weight in kube-scheduler's total), which can outweigh kube-scheduler's own score plugins.
+
+  Min–max alone is not enough: the candidates' finals usually span most of 0..100 already (a busy node scores near
+  0), so min–max changes little, and with dozens of candidates several sit within a few points of the best
+  (``benchmarks/answer_scale.py``).
 
 Both round the final score as recorded (4 decimals), so whoever recomputes an answer from the record gets the
 answered value.
@@ -52,8 +57,13 @@ def spread_bounds(finals: Sequence[float], forced: Collection[int] = ()) -> tupl
     return (low, high) if high > low else None
 
 
+SPREAD_BELOW_BEST = MAX_EXTENDER_PRIORITY - 1
+"""The highest answer of a node below the best final score under ``spread``."""
+
+
 def spread_answer(final: float, low: float, high: float) -> int:
-    return round_half_up(10 * (final - low) / (high - low))
+    answer = round_half_up(10 * (final - low) / (high - low))
+    return answer if final >= high else min(answer, SPREAD_BELOW_BEST)
 
 
 def answers(finals: Sequence[float], scale: str, forced: Collection[int] = ()) -> list[int]:
@@ -61,13 +71,15 @@ def answers(finals: Sequence[float], scale: str, forced: Collection[int] = ()) -
     answer 0 and are left out of the spread's bounds."""
     bounds = spread_bounds(finals, forced) if scale == "spread" else None
     values = np.asarray(finals, dtype=np.float64)
+    top = np.full(len(values), MAX_EXTENDER_PRIORITY)
     if bounds is None:
         scaled = values / 10
     else:
         low, high = bounds
         scaled = 10 * (values - low) / (high - low)
-    # The same IEEE operations as round_half_up per node, in one pass.
-    result: list[int] = np.clip(np.floor(scaled + 0.5 + _EPSILON), 0, MAX_EXTENDER_PRIORITY).astype(int).tolist()
+        top[values < high] = SPREAD_BELOW_BEST
+    # The same IEEE operations as round_half_up (and spread_answer) per node, in one pass.
+    result: list[int] = np.clip(np.floor(scaled + 0.5 + _EPSILON), 0, top).astype(int).tolist()
     for position in forced:
         result[position] = 0
     return result
@@ -78,8 +90,9 @@ def answer_rule(scale: str, bounds: tuple[float, float] | None) -> str:
     if scale == "spread" and bounds is not None:
         low, high = bounds
         return (
-            f"answer = 10 × (final − {_num(low)}) / ({_num(high)} − {_num(low)}), rounded half up "
-            "(spread: the lowest final score among the candidates answers 0, the highest 10)"
+            f"answer = 10 × (final − {_num(low)}) / ({_num(high)} − {_num(low)}), rounded half up, at most "
+            f"{SPREAD_BELOW_BEST} below the highest final score (spread: the lowest final score among the candidates "
+            "answers 0, only the highest answers 10)"
         )
     if scale == "spread":
         return "answer = final / 10, rounded half up (spread, but every candidate scored the same)"
@@ -91,7 +104,11 @@ def answer_arithmetic(final: float, answer: int, scale: str, bounds: tuple[float
     if scale == "spread" and bounds is not None:
         low, high = bounds
         value = 10 * (final - low) / (high - low)
-        return f"10 × ({_num(final)} − {_num(low)}) / ({_num(high)} − {_num(low)}) = {_num(value)} → {answer}"
+        text = f"10 × ({_num(final)} − {_num(low)}) / ({_num(high)} − {_num(low)}) = {_num(value)}"
+        rounded = round_half_up(value)
+        if rounded != answer:
+            return f"{text} → {rounded}, at most {SPREAD_BELOW_BEST} below the highest final score → {answer}"
+        return f"{text} → {answer}"
     return f"{_num(final)} / 10 = {_num(final / 10)} → {answer}"
 
 

@@ -28,6 +28,7 @@ from scheduler_core.figures import (
     measured_leader,
     resource_arithmetic,
     resource_figures,
+    seconds_text,
 )
 from scheduler_core.record import NODE_CACHE, FilterRecord, PluginScores, PrioritizeRecord
 from scheduler_core.units import human_bytes
@@ -297,11 +298,15 @@ def _why_winner(winner: NodeExplanation, runner_up: NodeExplanation | None, wind
     return f"highest {key.plugin} score ({key.normalized:.0f})"
 
 
-def _answers(node: NodeExplanation, weight: int) -> str:
-    """``answered 8`` or, when the profile states the extender's weight, ``answered 8 (800 points)``."""
-    if node.kube_scheduler_points is not None and weight:
-        return f"answered {node.extender_score} ({node.kube_scheduler_points} points at weight {weight})"
-    return f"answered {node.extender_score}"
+def _scale(answer: int | None, weight: int, *others: int | None) -> str:
+    """``on the 0..10 scale``, and with the extender's weight what those answers are worth in kube-scheduler's total:
+    ``on the 0..10 scale, 800 points each at weight 10`` (one answer) or ``…, 800 against 600 points at weight 10``."""
+    if not weight or answer is None:
+        return "on the 0..10 scale"
+    points = [a * weight * 10 for a in (answer, *others) if a is not None]
+    if len(points) == 1:
+        return f"on the 0..10 scale, {points[0]} points each at weight {weight}"
+    return f"on the 0..10 scale, {' against '.join(map(str, points))} points at weight {weight}"
 
 
 def _names(nodes: list[str]) -> str:
@@ -343,23 +348,21 @@ def _lead(
         ours = by_name[preferred]
         assert ours.final_score is not None
         margin = round(winner.final_score - ours.final_score, 4)
-        if winner.extender_score == ours.extender_score:
-            tied = [n.node for n in nodes if n.rank is not None and n.extender_score == ours.extender_score]
-            lead = (
-                f"{head}: {_names(tied)} all {_answers(ours, weight)} on the 0..10 scale"
-                if len(tied) > 2
-                else f"{head}: {winner_name} and {preferred} both {_answers(ours, weight)} on the 0..10 scale"
-            )
+        answer = ours.extender_score
+        finals = f"our final scores: {preferred} {ours.final_score:.1f}, {winner_name} {winner.final_score:.1f}"
+        if winner.extender_score == answer:
+            tied = [n.node for n in nodes if n.rank is not None and n.extender_score == answer]
+            who = f"{_names(tied)} all" if len(tied) > 2 else f"{winner_name} and {preferred} both"
             return (
-                f"{lead} (our final scores: {preferred} {ours.final_score:.1f}, {winner_name} {winner.final_score:.1f}): "
+                f"{head}: {who} answered {answer} {_scale(answer, weight)} ({finals}): "
                 "kube-scheduler picked among tied nodes.",
                 preferred,
                 margin,
             )
         return (
-            f"{head}, although our preferred {preferred} {_answers(ours, weight)} and {winner_name} "
-            f"{_answers(winner, weight)} (final scores {ours.final_score:.1f} and "
-            f"{winner.final_score:.1f}): kube-scheduler's own scores, or another extender's, outweighed ours.",
+            f"{head}, although our preferred {preferred} answered {answer} and {winner_name} "
+            f"{winner.extender_score} {_scale(answer, weight, winner.extender_score)} ({finals}): "
+            "kube-scheduler's own scores, or another extender's, outweighed ours.",
             preferred,
             margin,
         )
@@ -368,40 +371,43 @@ def _lead(
         return f"{head}: the only node scored.", "", None
     margin = round(winner.final_score - runner_up.final_score, 4)
     reasons = [_why_winner(winner, runner_up, window)] if margin > 0 else []
-    answered = f" ({_answers(winner, weight).replace('answered', 'answers')} against {runner_up.extender_score}"
-    answered += " on the 0..10 scale)"
-    tied = [
-        n.node
-        for n in nodes
-        if n.rank is not None and n.node != winner_name and n.extender_score == winner.extender_score
-    ]
+    answer = winner.extender_score
+    tied = [n.node for n in nodes if n.rank is not None and n.node != winner_name and n.extender_score == answer]
     picked = "kube-scheduler picked among tied nodes" if chosen else "kube-scheduler may pick any of them"
+    who = "both" if len(tied) == 1 else f"{_names([winner_name, *tied])} all"
     if margin <= 0:
-        both = "both" if len(tied) == 1 else "all"
         reasons.append(f"tied with {_names(tied or [runner_up.node])} at {winner.final_score:.1f} points")
-        reasons.append(f"{both} {_answers(winner, weight)}: {picked}" if tied else "")
+        reasons.append(f"{who} answered {answer} {_scale(answer, weight)}: {picked}" if tied else "")
     elif tied:
-        who = f"both {_answers(winner, weight)}" if len(tied) == 1 else f"{_names([winner_name, *tied])} all "
-        who += "" if len(tied) == 1 else _answers(winner, weight)
-        reasons.append(f"{margin:.1f} points ahead of {runner_up.node}")
-        reasons.append(f"but {who} on the 0..10 scale, so {picked}")
+        reasons.append(f"{_points(margin)} points ahead of {runner_up.node}")
+        reasons.append(f"but {who} answered {answer} {_scale(answer, weight)}, so {picked}")
     else:
-        reasons.append(f"{margin:.1f} points ahead of {runner_up.node}{answered}")
+        versus = (
+            f"answers {answer} against {runner_up.extender_score} {_scale(answer, weight, runner_up.extender_score)}"
+        )
+        reasons.append(f"{_points(margin)} points ahead of {runner_up.node} ({versus})")
     return f"{head}: {', '.join(r for r in reasons if r)}.", runner_up.node, margin
 
 
 def _herd_sentence(leader: str, preferred: str, nodes: tuple[NodeExplanation, ...]) -> str:
-    """``node-c leads on measured traffic alone; 3 recent binds there assume 900.0 MB more (the newest 2 s before).``"""
+    """``On measured traffic alone node-c would score highest; 3 recent binds there assume 900.0 MB more (the newest
+    2.2 s before the call), which puts node-a first.``"""
+    head = f"On measured traffic alone {leader} would score highest"
     figures = next((t.traffic for n in nodes if n.node == leader for t in n.terms if t.traffic is not None), None)
     if figures is None or not figures.herd_bytes:
-        return f"{leader} leads on measured traffic alone; the bytes assumed for recent binds put {preferred} first."
+        return f"{head}; the bytes assumed for recent binds put {preferred} first."
+    verb = "assumes" if figures.herd_binds == 1 else "assume"
     binds = f"{figures.herd_binds} recent bind" + ("s" if figures.herd_binds != 1 else "")
     newest = figures.herd_newest_bind_age_seconds
-    when = f" (the newest {newest:.0f} s before)" if newest is not None else ""
-    return (
-        f"{leader} leads on measured traffic alone; {binds} there assume {human_bytes(figures.herd_bytes)} more{when}, "
-        f"which puts {preferred} first."
-    )
+    when = f" (the newest {seconds_text(newest)} before the call)" if newest is not None else ""
+    return f"{head}; {binds} there {verb} {human_bytes(figures.herd_bytes)} more{when}, which puts {preferred} first."
+
+
+def _points(value: float) -> str:
+    """A difference of final scores: one decimal, or as many as it takes to show it is not zero (up to 4)."""
+    if value == 0 or abs(value) >= 0.1:
+        return f"{value:.1f}"
+    return f"{value:.4f}".rstrip("0")
 
 
 def explain(

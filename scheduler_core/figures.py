@@ -83,6 +83,11 @@ def _score(value: float) -> str:
     return "0" if text == "-0" else text
 
 
+def seconds_text(value: float) -> str:
+    """An age as a person reads it: ``2.2 s``, ``35 ms``."""
+    return f"{value:.1f} s" if value >= 0.1 else f"{value * 1000:.0f} ms"
+
+
 def _at(column: Sequence[float | None] | Sequence[float] | Sequence[int], index: int) -> float | None:
     return column[index] if index < len(column) else None
 
@@ -133,7 +138,7 @@ class TrafficColumn:
         if figures.herd_bytes:
             binds = f"{figures.herd_binds} recent bind" + ("" if figures.herd_binds == 1 else "s")
             if figures.herd_newest_bind_age_seconds is not None:
-                binds += f", the newest {figures.herd_newest_bind_age_seconds:g} s before"
+                binds += f", the newest {seconds_text(figures.herd_newest_bind_age_seconds)} before"
             origin = (
                 f"estimate {estimate} = {_exact(figures.measured_bytes)} measured + "
                 f"{_exact(figures.herd_bytes)} assumed ({binds}); "
@@ -182,9 +187,8 @@ def final_arithmetic(prioritize: PrioritizeRecord, index: int) -> str:
         return f"no plugin applied: {_score(final)}"
     parts = [f"{_score(_at(p.scores, index) or 0.0)} × {p.weight}" for p in applicable]
     weights = sum(p.weight for p in applicable)
-    if len(parts) == 1 and weights == 1:
-        return f"{parts[0].removesuffix(' × 1')} = {_score(final)}"
-    return f"({' + '.join(parts)}) / {weights} = {_score(final)}"
+    summed = parts[0] if len(parts) == 1 else f"({' + '.join(parts)})"
+    return f"{summed} / {weights} = {_score(final)}"
 
 
 def answer_text(prioritize: PrioritizeRecord, index: int, bounds: tuple[float, float] | None) -> str:

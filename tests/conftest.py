@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from scheduler_core.herd import InMemoryBindLog, RecentBinds
+from scheduler_core.plugins.base import TrafficView
+from scheduler_core.profiles import Profile
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
 from scheduler_core.traffic.store import TrafficStore
 
@@ -37,6 +40,23 @@ def traffic_store(
     store = TrafficStore()
     store.put(TrafficSnapshot(query or TrafficQuery(), dict(bytes_by_node), time.time() - age, "test"))
     return store
+
+
+class Inputs:
+    """A verb's ``CycleInputs`` over a fixed traffic view and an in-memory bind log (the herd estimate on, as in
+    production); counts how often each call reads."""
+
+    def __init__(self, traffic: TrafficView, binds: InMemoryBindLog) -> None:
+        self.traffic = traffic
+        self.binds = binds
+        self.reads = 0
+
+    def for_call(self, profile: Profile, now: float) -> tuple[TrafficView, RecentBinds]:
+        self.reads += 1
+        return self.traffic, self.binds.recent_binds(now)
+
+    def record_bind(self, *, node: str, pod: str, at: float) -> None:
+        self.binds.record_bind(node=node, pod=pod, at=at)
 
 
 @pytest.fixture

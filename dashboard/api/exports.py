@@ -2,12 +2,18 @@
 
 Rows come from ``QuerySet.iterator(chunk_size)`` (a server-side cursor on PostgreSQL) and leave as soon as a
 few hundred are encoded, so 1,000,000 rows cost what 2,000 do.
+
+With the explanation (``include=explanation``) each NDJSON line carries the why API's ``explanation`` object, and
+the CSV has one row per cycle and candidate node whose columns are named by the same keys, a term's as
+``<plugin>.<key>`` (``NetworkTraffic.traffic.measured_bytes``): a spreadsheet recomputes what the API shows.
 """
 
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
@@ -15,6 +21,15 @@ import msgspec
 from django.db.models import Prefetch, QuerySet
 
 from dashboard.models import SchedulingCycle, VerbCall
+from scheduler_core.explain import Explanation, NodeExplanation, ScoreTerm
+from scheduler_core.figures import (
+    IMAGES_PLUGIN,
+    RESOURCES_PLUGIN,
+    TRAFFIC_PLUGIN,
+    ImageFigures,
+    ResourceFigures,
+    TrafficFigures,
+)
 
 FIELDS = (
     "id",
@@ -28,6 +43,7 @@ FIELDS = (
     "outcome",
     "chosen_node",
     "preferred_node",
+    "answer_tie",
     "candidate_count",
     "feasible_count",
     "filter_ms",
@@ -57,6 +73,42 @@ STORED_CALL_FIELDS = (
     "body",
 )
 """The columns ``CALL_FIELDS`` are read from (``record`` and ``response`` are decoded from the last three)."""
+EXPLANATION_FIELDS = (
+    "answer_scale",
+    "answer_rule",
+    "spread_min",
+    "spread_max",
+    "extender_weight",
+    "tied_nodes",
+    "measured_leader",
+    "herd_changed_ranking",
+    "summary",
+)
+"""The explanation's cycle-wide keys in a CSV row (``answer_tie`` is a cycle column already)."""
+NODE_FIELDS = (
+    "node",
+    "passed",
+    "unresolvable",
+    "verdicts",
+    "rank",
+    "final_score",
+    "final_arithmetic",
+    "extender_score",
+    "answer_arithmetic",
+    "kube_scheduler_points",
+)
+TERM_FIELDS = ("weight", "applicable", "normalized", "weighted", "contribution", "raw", "note", "arithmetic")
+FIGURES: dict[str, tuple[str, tuple[str, ...]]] = {
+    TRAFFIC_PLUGIN: ("traffic", tuple(f.name for f in fields(TrafficFigures))),
+    RESOURCES_PLUGIN: ("resources", tuple(f.name for f in fields(ResourceFigures))),
+    IMAGES_PLUGIN: ("images", tuple(f.name for f in fields(ImageFigures))),
+}
+"""The plugins whose terms carry figures: the key of the figures in a term, and theirs."""
+TERM_COLUMNS = tuple(
+    [f"{plugin}.{key}" for key in TERM_FIELDS] + [f"{plugin}.{group}.{key}" for key in keys]
+    for plugin, (group, keys) in FIGURES.items()
+)
+EXPLAINED_CSV_FIELDS = (*FIELDS, *EXPLANATION_FIELDS, *NODE_FIELDS, *(c for columns in TERM_COLUMNS for c in columns))
 ROWS_PER_WRITE = 500
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -92,17 +144,24 @@ def cycles_csv(queryset: QuerySet[SchedulingCycle], *, chunk_size: int) -> Itera
         yield "".join(lines).encode()
 
 
-def cycles_ndjson(queryset: QuerySet[SchedulingCycle], *, chunk_size: int, with_calls: bool) -> Iterator[bytes]:
+def cycles_ndjson(
+    queryset: QuerySet[SchedulingCycle], *, chunk_size: int, with_calls: bool, explain: Explainer | None = None
+) -> Iterator[bytes]:
+    """``with_calls``: each cycle with its calls; ``explain``: with its explanation, as the why API shows it."""
     encoder = msgspec.json.Encoder()
     lines = bytearray()
-    if with_calls:
-        calls = Prefetch("calls", queryset=VerbCall.objects.order_by("id").only(*STORED_CALL_FIELDS, "cycle_id"))
+    if with_calls or explain is not None:
         rows: Iterator[dict[str, Any]] = (
             {
                 **{f: getattr(cycle, f) for f in FIELDS},
-                "calls": [{f: getattr(c, f) for f in CALL_FIELDS} for c in cycle.calls.all()],
+                **(
+                    {"calls": [{f: getattr(c, f) for f in CALL_FIELDS} for c in cycle.calls.all()]}
+                    if with_calls
+                    else {}
+                ),
+                **({"explanation": msgspec.to_builtins(explain(cycle))} if explain is not None else {}),
             }
-            for cycle in queryset.prefetch_related(calls).iterator(chunk_size=chunk_size)
+            for cycle in _with_calls(queryset, chunk_size)
         )
     else:
         rows = (dict(zip(FIELDS, row, strict=True)) for row in queryset.values_list(*FIELDS).iterator(chunk_size))
@@ -114,3 +173,62 @@ def cycles_ndjson(queryset: QuerySet[SchedulingCycle], *, chunk_size: int, with_
             lines.clear()
     if lines:
         yield bytes(lines)
+
+
+Explainer = Callable[[SchedulingCycle], Explanation]
+"""A cycle (with its calls prefetched) → its explanation: ``dashboard.api.selectors.cycle_explanation``."""
+
+
+def _with_calls(queryset: QuerySet[SchedulingCycle], chunk_size: int) -> Iterator[SchedulingCycle]:
+    calls = Prefetch("calls", queryset=VerbCall.objects.order_by("id").only(*STORED_CALL_FIELDS, "cycle_id"))
+    return queryset.prefetch_related(calls).iterator(chunk_size=chunk_size)
+
+
+def _cell(value: Any) -> Any:
+    """A list or mapping as JSON text; anything else as ``_csv_cell`` writes it."""
+    if isinstance(value, list | tuple | dict):
+        return json.dumps(msgspec.to_builtins(value), ensure_ascii=False)
+    return _csv_cell(value)
+
+
+def _verdicts(node: NodeExplanation) -> str:
+    return "; ".join(f"{v.plugin}: {v.reason}" + (f" ({v.detail})" if v.detail else "") for v in node.verdicts)
+
+
+def _term_cells(term: ScoreTerm | None, plugin: str) -> list[Any]:
+    group, keys = FIGURES[plugin]
+    if term is None:
+        return [""] * (len(TERM_FIELDS) + len(keys))
+    figures = getattr(term, group)
+    return [_cell(getattr(term, key)) for key in TERM_FIELDS] + [
+        "" if figures is None else _cell(getattr(figures, key)) for key in keys
+    ]
+
+
+def _node_cells(node: NodeExplanation) -> list[Any]:
+    cells = [_verdicts(node) if key == "verdicts" else _cell(getattr(node, key)) for key in NODE_FIELDS]
+    terms = {term.plugin: term for term in node.terms}
+    for plugin in FIGURES:
+        cells += _term_cells(terms.get(plugin), plugin)
+    return cells
+
+
+def cycles_explained_csv(
+    queryset: QuerySet[SchedulingCycle], *, chunk_size: int, explain: Explainer
+) -> Iterator[bytes]:
+    """One row per cycle and candidate node (a cycle without one: one row with the node columns empty)."""
+    writer = csv.writer(_Line())
+    yield writer.writerow(EXPLAINED_CSV_FIELDS).encode()
+    width = len(EXPLAINED_CSV_FIELDS) - len(FIELDS) - len(EXPLANATION_FIELDS)
+    lines: list[str] = []
+    for cycle in _with_calls(queryset, chunk_size):
+        explanation = explain(cycle)
+        head = [_csv_cell(getattr(cycle, f)) for f in FIELDS]
+        head += [_cell(getattr(explanation, key)) for key in EXPLANATION_FIELDS]
+        rows = [head + _node_cells(node) for node in explanation.nodes] or [head + [""] * width]
+        lines += [writer.writerow(row) for row in rows]
+        if len(lines) >= ROWS_PER_WRITE:
+            yield "".join(lines).encode()
+            lines = []
+    if lines:
+        yield "".join(lines).encode()

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import msgspec
 from django.db.models import Prefetch, QuerySet
 
 from dashboard.extender.runtime import load_runtime_profiles
@@ -14,6 +16,7 @@ from dashboard.models import NodeTally, SchedulingCycle, VerbCall
 from dashboard.traffic.models import TrafficRefresh
 from scheduler_core.explain import Explanation, explain
 from scheduler_core.profiles import ProfileError
+from scheduler_core.recompute import Mismatch, recompute_explanation
 
 REDACTED = "***"
 _SECRET_KEY = re.compile(r"pass(word|wd)?|secret|token|credential|api[-_]?key|auth|bearer|private|cookie", re.I)
@@ -64,6 +67,20 @@ def cycle_explanation(*, cycle: SchedulingCycle) -> Explanation:
         error=cycle.error,
         traffic_window_minutes=_traffic_window_minutes(cycle.profile),
     )
+
+
+def cycle_explanations_recomputed(
+    *, started_after: datetime | None = None, limit: int | None = None, chunk_size: int = 200
+) -> Iterator[tuple[SchedulingCycle, list[Mismatch]]]:
+    """Each cycle (oldest first) with what its explanation, as the audit API serves it, fails to add up to."""
+    cycles = cycle_with_calls().order_by("started_at", "id")
+    if started_after is not None:
+        cycles = cycles.filter(started_at__gte=started_after)
+    if limit is not None:
+        cycles = cycles[:limit]
+    for cycle in cycles.iterator(chunk_size=chunk_size):
+        served = msgspec.json.decode(msgspec.json.encode(cycle_explanation(cycle=cycle)))  # the JSON an auditor reads
+        yield cycle, recompute_explanation(served)
 
 
 def cycle_export_queryset() -> QuerySet[SchedulingCycle]:

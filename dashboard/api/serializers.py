@@ -23,6 +23,42 @@ class FilterVerdictSerializer(serializers.Serializer[Any]):
     detail = serializers.CharField()
 
 
+class TrafficFiguresSerializer(serializers.Serializer[Any]):
+    measured_bytes = serializers.FloatField(
+        allow_null=True, help_text="Bytes received over the query window; null: no usable measurement."
+    )
+    herd_bytes = serializers.FloatField(help_text="Bytes assumed on top for pods bound there recently (herd estimate).")
+    herd_binds = serializers.IntegerField(help_text="How many recent binds herd_bytes come from.")
+    herd_newest_bind_age_seconds = serializers.FloatField(
+        allow_null=True, help_text="How long before the call the newest of those binds was made."
+    )
+    estimate_bytes = serializers.FloatField(allow_null=True, help_text="measured_bytes + herd_bytes.")
+    max_estimate_bytes = serializers.FloatField(
+        allow_null=True, help_text="The largest estimate among the candidates (it scores 0)."
+    )
+    max_estimate_node = serializers.CharField(help_text="The candidate with the largest estimate.")
+    metric_age_seconds = serializers.FloatField(allow_null=True)
+    missing_reason = serializers.CharField(
+        help_text="Why there is no usable measurement (the node then scores the neutral value, or 0 under "
+        "missingPolicy: fail)."
+    )
+
+
+class ResourceFiguresSerializer(serializers.Serializer[Any]):
+    requested = serializers.ListField(child=serializers.CharField(), help_text="Extended resources the pod requests.")
+    resource_scores = serializers.DictField(
+        child=serializers.FloatField(allow_null=True),
+        help_text="The node's resourcesScore per requested resource (null: no NodeResources object).",
+    )
+    mean = serializers.FloatField(allow_null=True, help_text="Their mean; the score is it clamped to 0..100.")
+
+
+class ImageFiguresSerializer(serializers.Serializer[Any]):
+    requested = serializers.IntegerField(help_text="Images the pod names.")
+    present = serializers.IntegerField(allow_null=True, help_text="How many of them the node holds.")
+    images = serializers.ListField(child=serializers.CharField())
+
+
 class ScoreTermSerializer(serializers.Serializer[Any]):
     plugin = serializers.CharField()
     weight = serializers.IntegerField()
@@ -32,6 +68,10 @@ class ScoreTermSerializer(serializers.Serializer[Any]):
     contribution = serializers.FloatField(help_text="Points added to the final score (weighted / sum of weights).")
     raw = serializers.FloatField(allow_null=True, help_text="The plugin's input (bytes for NetworkTraffic).")
     note = serializers.CharField()
+    arithmetic = serializers.CharField(help_text="How normalized follows from the figures, written out with them.")
+    traffic = TrafficFiguresSerializer(allow_null=True, help_text="NetworkTraffic's figures.")
+    resources = ResourceFiguresSerializer(allow_null=True, help_text="NodeResourceFitByCR's figures.")
+    images = ImageFiguresSerializer(allow_null=True, help_text="ImageLocality's figures.")
 
 
 class NodeExplanationSerializer(serializers.Serializer[Any]):
@@ -44,6 +84,11 @@ class NodeExplanationSerializer(serializers.Serializer[Any]):
     final_score = serializers.FloatField(allow_null=True, help_text="0..100.")
     extender_score = serializers.IntegerField(allow_null=True, help_text="0..10, as answered to kube-scheduler.")
     rank = serializers.IntegerField(allow_null=True)
+    final_arithmetic = serializers.CharField(help_text="The weighted mean of the applicable terms, written out.")
+    answer_arithmetic = serializers.CharField(help_text="How the answer follows from the final score.")
+    kube_scheduler_points = serializers.IntegerField(
+        allow_null=True, help_text="answer × extender weight × 10, when the profile states the weight."
+    )
 
 
 class ExplanationSerializer(serializers.Serializer[Any]):
@@ -60,6 +105,25 @@ class ExplanationSerializer(serializers.Serializer[Any]):
     )
     nodes = NodeExplanationSerializer(many=True)
     summary = serializers.CharField()
+    answer_scale = serializers.CharField(help_text="fixed (final / 10) or spread (min–max over the candidates).")
+    answer_rule = serializers.CharField(help_text="The rule in words, with its figures.")
+    spread_min = serializers.FloatField(allow_null=True, help_text="The lowest final score the spread maps to 0.")
+    spread_max = serializers.FloatField(allow_null=True, help_text="The highest final score the spread maps to 10.")
+    extender_weight = serializers.IntegerField(
+        allow_null=True, help_text="The extender's weight in kube-scheduler, as the profile states it."
+    )
+    answer_tie = serializers.BooleanField(
+        help_text="Our preferred node answered the same as a node that scored less: rounding erased our preference."
+    )
+    tied_nodes = serializers.ListField(
+        child=serializers.CharField(), help_text="The other nodes that answered what our preferred node answered."
+    )
+    measured_leader = serializers.CharField(
+        help_text="The node that would score highest on measured traffic alone (empty without herd bytes)."
+    )
+    herd_changed_ranking = serializers.BooleanField(
+        help_text="The bytes assumed for recent binds moved our preference away from measured_leader."
+    )
 
 
 # --- cycles -----------------------------------------------------------------------------------------
@@ -83,6 +147,7 @@ class CycleSerializer(serializers.HyperlinkedModelSerializer):
             "outcome",
             "chosen_node",
             "preferred_node",
+            "answer_tie",
             "candidate_count",
             "feasible_count",
             "filter_ms",

@@ -118,17 +118,42 @@ class _CycleExport(GenericViewSet[SchedulingCycle]):
         return response
 
 
+def _included(request: Request, allowed: tuple[str, ...]) -> set[str]:
+    """``include=a,b``: what to add to each exported cycle; anything else is a 400 naming the field."""
+    wanted = {part for part in request.query_params.get("include", "").split(",") if part}
+    unknown = sorted(wanted - set(allowed))
+    if unknown:
+        raise ValidationError({"include": f"cannot include {', '.join(unknown)}: choose from {', '.join(allowed)}"})
+    return wanted
+
+
+def _explained(cycle: SchedulingCycle) -> Any:
+    return selectors.cycle_explanation(cycle=cycle)
+
+
 class CycleCsvExport(_CycleExport):
     media_type = "text/csv; charset=utf-8"
     suffix = "csv"
 
     def _stream(self, queryset: QuerySet[SchedulingCycle]) -> Any:
-        return exports.cycles_csv(queryset, chunk_size=settings.SCHEDLENS_EXPORT_CHUNK_SIZE)
+        chunk_size = settings.SCHEDLENS_EXPORT_CHUNK_SIZE
+        if "explanation" in _included(self.request, ("explanation",)):
+            return exports.cycles_explained_csv(queryset, chunk_size=chunk_size, explain=_explained)
+        return exports.cycles_csv(queryset, chunk_size=chunk_size)
 
     @extend_schema(
         operation_id="cycles_export_csv",
         filters=True,
         summary="Cycles as CSV (streamed, oldest first)",
+        parameters=[
+            OpenApiParameter(
+                "include",
+                str,
+                enum=["explanation"],
+                description="`explanation`: one row per cycle and candidate node, with every figure its scores and "
+                "answer follow from, in columns named like the why API's keys (a term's as `<plugin>.<key>`).",
+            )
+        ],
         responses={(200, "text/csv"): OpenApiTypes.STR, **ERRORS},
     )
     def export(self, request: Request) -> StreamingHttpResponse:
@@ -140,11 +165,13 @@ class CycleNdjsonExport(_CycleExport):
     suffix = "ndjson"
 
     def _stream(self, queryset: QuerySet[SchedulingCycle]) -> Any:
-        include = self.request.query_params.get("include", "")
-        if include not in {"", "calls"}:
-            raise ValidationError({"include": "the only thing to include is 'calls'"})
-        with_calls = include == "calls"
-        return exports.cycles_ndjson(queryset, chunk_size=settings.SCHEDLENS_EXPORT_CHUNK_SIZE, with_calls=with_calls)
+        include = _included(self.request, ("calls", "explanation"))
+        return exports.cycles_ndjson(
+            queryset,
+            chunk_size=settings.SCHEDLENS_EXPORT_CHUNK_SIZE,
+            with_calls="calls" in include,
+            explain=_explained if "explanation" in include else None,
+        )
 
     @extend_schema(
         operation_id="cycles_export_ndjson",
@@ -152,7 +179,10 @@ class CycleNdjsonExport(_CycleExport):
         summary="Cycles as NDJSON, one object a line (streamed, oldest first)",
         parameters=[
             OpenApiParameter(
-                "include", str, enum=["calls"], description="`calls`: each cycle with its calls and their chain hashes."
+                "include",
+                str,
+                description="Comma-separated: `calls` (each cycle with its calls and their chain hashes), "
+                "`explanation` (each cycle with its explanation, as the why API gives it).",
             )
         ],
         responses={(200, "application/x-ndjson"): OpenApiTypes.STR, **ERRORS},

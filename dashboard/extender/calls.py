@@ -101,9 +101,10 @@ def answer_call(*, profile: str, verb: str, content_type: str, body: Callable[[]
     except Exception:
         result = _spool_failed(verb, result)
     seconds = time.perf_counter() - started
-    metrics.observe_verb(
-        verb=verb, profile=profile, known=profile in runtime.profiles, status=result.status, seconds=seconds
-    )
+    known = profile in runtime.profiles
+    metrics.observe_verb(verb=verb, profile=profile, known=known, status=result.status, seconds=seconds)
+    if verb == "prioritize":
+        metrics.observe_prioritize(profile=profile, known=known, status=result.status, record=result.event.prioritize)
     return Answer(result.status, result.body, row_id)
 
 

@@ -160,6 +160,7 @@ _SUMMARY_FIELDS = [
     "candidate_nodes",
     "candidate_slot",
     "preferred_node",
+    "answer_tie",
     "outcome",
     "chosen_node",
 ]
@@ -209,6 +210,7 @@ def _summarize(cycle: SchedulingCycle, summaries: Sequence[Summary], *, postgres
         cycle.preferred_node = scored.preferred
     elif filtered is not None and filtered.passed_count == 1:
         cycle.preferred_node = filtered.only_passed  # kube-scheduler skips prioritize for one node
+    cycle.answer_tie = scored is not None and scored.answer_tie
 
     bind = by_verb.get("bind")
     if any(s.http_status != 200 or (s.error and s.verb in {"filter", "bind"}) for s in summaries):

@@ -35,6 +35,7 @@ from dashboard.packing import (
 )
 from dashboard.services.storable import event_storable
 from dashboard.spool import SpoolRow
+from scheduler_core.answer import preference_tied
 from scheduler_core.lru import LRU
 from scheduler_core.record import VerbEvent, answer_of, decode_event
 
@@ -95,6 +96,15 @@ def _state_in(obj: Any, state: tuple[Any, ...], names_field: str) -> None:
         setattr(obj, name, _names_in(value) if name == names_field else value)
 
 
+def _tied(final: Sequence[float], extender: Sequence[int], best: int) -> bool:
+    """``preference_tied`` (``best``: the position of the highest final), asked only when another node answered what
+    ours did: counted at C speed, that settles most calls (on the spread scale our best answers 10, usually alone)
+    in a few µs at 1000 nodes instead of ~50. Columns that are not aligned are not judged: never an exception."""
+    if len(extender) != len(final):
+        return False
+    return extender.count(extender[best]) > 1 and preference_tied(final, extender)
+
+
 @dataclass(slots=True)
 class Summary:
     """What a call contributes to its cycle's columns (``_summarize``), from its event or its stored record."""
@@ -112,6 +122,8 @@ class Summary:
     only_passed: str = ""
     """The passed node when exactly one passed."""
     preferred: str = ""
+    answer_tie: bool = False
+    """A prioritize's: our preferred node answered the same 0..10 as a lower-scored node (``preference_tied``)."""
     ages: Sequence[float | None] = ()
     bind_node: str = ""
 
@@ -141,7 +153,9 @@ class Summary:
         elif (scored := event.prioritize) is not None:
             summary.nodes = scored.nodes
             if scored.nodes:
-                summary.preferred = scored.nodes[scored.final.index(max(scored.final))]
+                best = scored.final.index(max(scored.final))
+                summary.preferred = scored.nodes[best]
+                summary.answer_tie = _tied(scored.final, scored.extender, best)
             summary.ages = (None, *(p.metric_age_seconds for p in scored.plugins))
         elif event.bind is not None:
             summary.bind_node = event.bind.node
@@ -169,7 +183,9 @@ class Summary:
             summary.nodes = record.get("nodes", [])
             if summary.nodes:
                 scores = record["final"]
-                summary.preferred = summary.nodes[scores.index(max(scores))]
+                best = scores.index(max(scores))
+                summary.preferred = summary.nodes[best]
+                summary.answer_tie = _tied(scores, record.get("extender") or [], best)
             plugins = record.get("plugins", [])
             summary.ages = (record.get("metric_age_seconds"), *(p.get("metric_age_seconds") for p in plugins))
         elif call.verb == "bind":

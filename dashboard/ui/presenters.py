@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dashboard.models import Outcome, SchedulingCycle, VerbCall
+from scheduler_core.explain import Explanation, NodeExplanation, explain
+from scheduler_core.figures import TrafficFigures
 from scheduler_core.units import human_bytes
 
 TRAFFIC_SCORE = "NetworkTraffic"
@@ -61,6 +63,14 @@ class Candidate:
     final: float | None = None
     extender: int | None = None
     prioritized: bool = False
+    explained: NodeExplanation | None = None
+    """The figures and arithmetic the explanation shows for this node (``scheduler_core.explain``)."""
+
+    @property
+    def traffic(self) -> TrafficFigures | None:
+        """The ``NetworkTraffic`` figures of this node's explanation: measured and assumed bytes, the estimate."""
+        terms = self.explained.terms if self.explained is not None else ()
+        return next((t.traffic for t in terms if t.traffic is not None), None)
 
     @property
     def failed_verdicts(self) -> list[Verdict]:
@@ -94,6 +104,8 @@ class Decision:
     """The node the decision is explained against: the bound node, else our preferred node."""
     filter_record: dict[str, Any] | None
     prioritize_record: dict[str, Any] | None
+    explanation: Explanation
+    """The cycle explained as the audit API explains it: the summary, and every figure each score follows from."""
 
     def candidate(self, node: str) -> Candidate | None:
         return next((c for c in self.candidates if c.node == node), None)
@@ -101,6 +113,11 @@ class Decision:
     @property
     def excluded(self) -> list[Candidate]:
         return [c for c in self.candidates if c.passed is False]
+
+    @property
+    def table_columns(self) -> int:
+        """The candidates table's columns: node, filters, traffic, score plugins, final, answer, compare."""
+        return len(self.filter_plugins) + len(self.score_plugins) + 5
 
     @property
     def stale(self) -> bool:
@@ -195,6 +212,17 @@ def build_decision(
         return (group, 0, -(c.final or 0.0), c.index)
 
     ordered = sorted(candidates.values(), key=rank)
+    window = window_seconds_of(profile_description)
+    explanation = explain(
+        filter_record=fr,
+        prioritize_record=pr,
+        chosen_node=cycle.chosen_node,
+        error=cycle.error,
+        traffic_window_minutes=window // 60 or None,
+    )
+    explained = {n.node: n for n in explanation.nodes}
+    for candidate in ordered:
+        candidate.explained = explained.get(candidate.node)
     answers = [
         VerbAnswer(
             verb=call.verb,
@@ -213,13 +241,14 @@ def build_decision(
         filter_plugins=filter_plugins,
         score_plugins=score_plugins,
         plugin_notes=plugin_notes,
-        window_seconds=window_seconds_of(profile_description),
+        window_seconds=window,
         traffic_age_seconds=age,
         traffic_note=note,
         answers=answers,
         reference=reference,
         filter_record=fr,
         prioritize_record=pr,
+        explanation=explanation,
     )
 
 

@@ -30,6 +30,7 @@ HISTORY_COLUMNS = (
     "outcome",
     "chosen_node",
     "preferred_node",
+    "answer_tie",
     "candidate_count",
     "feasible_count",
     "filter_ms",

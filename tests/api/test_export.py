@@ -79,9 +79,43 @@ def test_ndjson_export_can_carry_each_cycles_calls_with_their_chain_hashes(api, 
 
 
 @pytest.mark.django_db
+def test_ndjson_export_can_carry_each_cycles_explanation_as_the_why_api_gives_it(api, history):
+    lines = body(api.get("/api/v1/cycles/export.ndjson", {"include": "explanation,calls"})).splitlines()
+    exported = json.loads(lines[-1])
+    why = api.get("/api/v1/why/", {"namespace": "shop", "name": history[-1].pod_name}).json()
+    assert exported["explanation"] == why["explanation"]
+    assert [c["verb"] for c in exported["calls"]] == ["filter", "prioritize", "bind"]
+
+
+@pytest.mark.django_db
+def test_csv_export_with_the_explanation_has_a_row_per_candidate_named_like_the_api(api, history):
+    rows = list(csv.DictReader(io.StringIO(body(api.get("/api/v1/cycles/export.csv", {"include": "explanation"})))))
+    cycle = history[0]
+    why = api.get("/api/v1/why/", {"namespace": "shop", "name": cycle.pod_name}).json()["explanation"]
+    mine = [r for r in rows if int(r["id"]) == cycle.id]
+    assert [r["node"] for r in mine] == [n["node"] for n in why["nodes"]]
+    scored = [(row, node) for row, node in zip(mine, why["nodes"], strict=True) if node["final_score"] is not None]
+    assert scored, "the cycle was prioritized"
+    assert all(row["summary"] == why["summary"] for row in mine)
+    for row, node in scored:
+        assert row["final_arithmetic"] == node["final_arithmetic"]
+        assert float(row["final_score"]) == node["final_score"]
+        assert int(row["extender_score"]) == node["extender_score"]
+        [term] = [t for t in node["terms"] if t["plugin"] == "NetworkTraffic"]
+        assert float(row["NetworkTraffic.normalized"]) == term["normalized"]
+        assert float(row["NetworkTraffic.traffic.measured_bytes"]) == term["traffic"]["measured_bytes"]
+        assert float(row["NetworkTraffic.traffic.estimate_bytes"]) == term["traffic"]["estimate_bytes"]
+        assert row["NetworkTraffic.arithmetic"] == term["arithmetic"]
+
+
+@pytest.mark.django_db
 @pytest.mark.parametrize(
     ("fmt", "params", "field"),
-    [("csv", {"started_after": "last tuesday"}, "started_after"), ("ndjson", {"include": "everything"}, "include")],
+    [
+        ("csv", {"started_after": "last tuesday"}, "started_after"),
+        ("ndjson", {"include": "everything"}, "include"),
+        ("csv", {"include": "calls"}, "include"),
+    ],
 )
 def test_an_export_with_a_bad_parameter_is_a_json_400(api, fmt, params, field):
     response = api.get(f"/api/v1/cycles/export.{fmt}", params)

@@ -23,25 +23,39 @@ def test_why_explains_a_pods_latest_cycle_by_namespace_and_name(api, kube_schedu
     explanation = body["explanation"]
     assert explanation["chosen_node"] == "node-2"
     assert explanation["summary"] == (
-        "Placed on node-2: lowest traffic (1.0 MB in 5 min), 5.0 points ahead of node-3. "
+        "Placed on node-2: lowest traffic (1.0 MB in 5 min), 5.0 points ahead of node-3 (answers 10 against 9 on the"
+        " 0..10 scale). "
         "1 node excluded: node-5: receive rate above 125.0 MB/s (130.0 MB/s over the last 5 min)."
     )
     nodes = {n["node"]: n for n in explanation["nodes"]}
     assert set(nodes) == set(NODES)
     winner = nodes["node-2"]
-    assert (winner["rank"], winner["final_score"], winner["extender_score"]) == (1, 75.0, 8)
-    assert winner["terms"] == [
-        {
-            "plugin": "NetworkTraffic",
-            "weight": 1,
-            "applicable": True,
-            "normalized": 75.0,
-            "weighted": 75.0,
-            "contribution": 75.0,
-            "raw": 1.0e6,
-            "note": "",
-        }
-    ]
+    assert (winner["rank"], winner["final_score"], winner["extender_score"]) == (1, 75.0, 10)
+    [term] = winner["terms"]
+    assert {key: term[key] for key in ("plugin", "weight", "applicable", "normalized", "weighted", "contribution")} == {
+        "plugin": "NetworkTraffic",
+        "weight": 1,
+        "applicable": True,
+        "normalized": 75.0,
+        "weighted": 75.0,
+        "contribution": 75.0,
+    }
+    assert (term["raw"], term["note"], term["resources"], term["images"]) == (1.0e6, "", None, None)
+    assert term["traffic"] == {
+        "measured_bytes": 1.0e6,
+        "herd_bytes": 0.0,
+        "herd_binds": 0,
+        "herd_newest_bind_age_seconds": None,
+        "estimate_bytes": 1.0e6,
+        "max_estimate_bytes": 4.0e6,
+        "max_estimate_node": "node-1",
+        "metric_age_seconds": term["traffic"]["metric_age_seconds"],
+        "missing_reason": "",
+    }
+    assert term["arithmetic"] == "100 − 1,000,000 × 100 / 4,000,000 (node-1) = 75"
+    assert winner["final_arithmetic"] == "75 × 1 / 1 = 75"
+    assert winner["answer_arithmetic"] == "10 × (75 − 0) / (75 − 0) = 10 → 10"
+    assert (explanation["answer_scale"], explanation["spread_min"], explanation["spread_max"]) == ("spread", 0.0, 75.0)
     assert nodes["node-5"]["verdicts"] == [
         {
             "plugin": "TrafficThreshold",
@@ -107,7 +121,11 @@ def test_a_cycle_detail_holds_every_call_with_its_record_answer_and_explanation(
     assert filter_call["record"]["failures"] == {"node-5": {"TrafficThreshold": "receive rate above 125.0 MB/s"}}
     assert filter_call["response"]["NodeNames"] == ["node-1", "node-2", "node-3", "node-4"]
     assert prioritize_call["record"]["plugins"][0]["scores"] == [0.0, 75.0, 70.0, 65.0]
-    assert {"Host": "node-2", "Score": 8} in prioritize_call["response"]
+    assert prioritize_call["response"] == [
+        {"Host": node, "Score": score}
+        for node, score in zip(prioritize_call["record"]["nodes"], prioritize_call["record"]["extender"], strict=True)
+    ]
+    assert {"Host": "node-2", "Score": 10} in prioritize_call["response"], "the best node, on the spread scale"
     assert body["explanation"]["chosen_node"] == "node-2"
     assert len(filter_call["chain_hash"]) == 64
 

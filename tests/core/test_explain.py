@@ -137,8 +137,8 @@ def test_a_bind_to_a_node_that_answered_less_than_ours_blames_kube_schedulers_ow
     assert explanation.preferred_node == "node-1"
     assert explanation.runner_up == "node-1"
     assert explanation.summary == (
-        "Placed on node-2, although our preferred node-1 answered 3 and node-2 answered 1 (final scores 28.6 and"
-        " 14.3): kube-scheduler's own scores, or another extender's, outweighed ours."
+        "Placed on node-2, although our preferred node-1 answered 3 and node-2 1 on the 0..10 scale (our final scores:"
+        " node-1 28.6, node-2 14.3): kube-scheduler's own scores, or another extender's, outweighed ours."
     )
 
 
@@ -149,7 +149,7 @@ def test_a_tie_says_kube_scheduler_picked_among_tied_nodes():
         chosen_node="node-1",
     )
     assert explanation.margin == 0
-    assert "tied with node-2 at 50.0 points, both answered 5: kube-scheduler picked among tied nodes" in (
+    assert "tied with node-2 at 50.0 points, both answered 5 on the 0..10 scale: kube-scheduler picked among tied" in (
         explanation.summary
     )
     assert not explanation.answer_tie, "equal final scores: rounding erased no preference"
@@ -254,10 +254,10 @@ def test_a_herd_adjusted_node_shows_measured_and_assumed_bytes_the_estimate_the_
     assert (figures.estimate_bytes, figures.max_estimate_bytes, figures.max_estimate_node) == (1.2e9, 1.71e9, "node-b")
     assert (figures.herd_newest_bind_age_seconds, figures.metric_age_seconds) == (2.25, 4.0)
     assert term.arithmetic == (
-        "estimate 1,200,000,000 = 300,000,000 measured + 900,000,000 assumed (3 recent binds, the newest 2.25 s"
+        "estimate 1,200,000,000 = 300,000,000 measured + 900,000,000 assumed (3 recent binds, the newest 2.2 s"
         " before); 100 − 1,200,000,000 × 100 / 1,710,000,000 (node-b) = 29.8246"
     )
-    assert node_c.final_arithmetic == "29.8246 = 29.8246"
+    assert node_c.final_arithmetic == "29.8246 × 1 / 1 = 29.8246"
     assert node_c.answer_arithmetic == "29.8246 / 10 = 2.9825 → 3"
 
 
@@ -266,8 +266,8 @@ def test_the_summary_says_when_the_herd_estimate_changed_the_ranking():
     assert explanation.preferred_node == "node-a"
     assert (explanation.measured_leader, explanation.herd_changed_ranking) == ("node-c", True)
     assert (
-        "node-c leads on measured traffic alone; 3 recent binds there assume 900.0 MB more (the newest 2 s before),"
-        " which puts node-a first." in explanation.summary
+        "On measured traffic alone node-c would score highest; 3 recent binds there assume 900.0 MB more (the newest"
+        " 2.2 s before the call), which puts node-a first." in explanation.summary
     )
 
 
@@ -311,7 +311,7 @@ def test_the_extenders_weight_turns_answers_into_kube_scheduler_points():
     explanation = explain(filter_record=None, prioritize_record=record, chosen_node="node-b")
     assert explanation.extender_weight == 10
     assert [n.kube_scheduler_points for n in explanation.nodes] == [800, 600]
-    assert "our preferred node-a answered 8 (800 points at weight 10) and node-b answered 6 (600 points" in (
+    assert "our preferred node-a answered 8 and node-b 6 on the 0..10 scale, 800 against 600 points at weight 10" in (
         explanation.summary
     )
 
@@ -341,7 +341,8 @@ def test_resource_and_image_scores_show_what_they_are_computed_from():
     n1 = next(n for n in explanation.nodes if n.node == "n1")
     n2 = next(n for n in explanation.nodes if n.node == "n2")
     resources, images = n1.terms
-    assert resources.resources is not None and images.images is not None
+    assert resources.resources is not None
+    assert images.images is not None
     assert resources.resources.resource_scores == {"example.com/fpga": 60.0, "example.com/gpu": 80.0}
     assert resources.arithmetic == "(60 + 80) / 2 = 70"
     assert n2.terms[0].arithmetic == "(140 + 100) / 2 = 120, clamped to 0..100: 100"

@@ -9,14 +9,13 @@ import pytest
 
 from scheduler_core.binding import BindOutcome, SimulatedBinder
 from scheduler_core.cluster import StaticCluster
-from scheduler_core.herd import NO_BINDS, HerdEstimator, InMemoryBindLog, RecentBinds
-from scheduler_core.plugins.base import TrafficView
-from scheduler_core.profiles import Profile, load_profiles
+from scheduler_core.herd import NO_BINDS, HerdEstimator, InMemoryBindLog
+from scheduler_core.profiles import load_profiles
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
 from scheduler_core.traffic.store import TrafficStore
 from scheduler_core.verbs import Extender
 from scheduler_core.wire import encode
-from tests.conftest import traffic_store
+from tests.conftest import Inputs, traffic_store
 
 POD = {"metadata": {"name": "web-1", "namespace": "shop", "uid": "uid-1"}, "spec": {"containers": []}}
 MB = 1_000_000.0
@@ -30,22 +29,6 @@ profiles:
   - {{name: NetworkTraffic, args: {{{network_args}}}}}
   - {{name: TrafficThreshold, args: {{{threshold_args}}}}}
 """
-
-
-class Inputs:
-    """A CycleInputs over a fixed store and an in-memory bind log; counts how often each call reads."""
-
-    def __init__(self, traffic: TrafficView, binds: InMemoryBindLog) -> None:
-        self.traffic = traffic
-        self.binds = binds
-        self.reads = 0
-
-    def for_call(self, profile: Profile, now: float) -> tuple[TrafficView, RecentBinds]:
-        self.reads += 1
-        return self.traffic, self.binds.recent_binds(now)
-
-    def record_bind(self, *, node: str, pod: str, at: float) -> None:
-        self.binds.record_bind(node=node, pod=pod, at=at)
 
 
 def extender(store: TrafficStore, config: str | None = None, *, decay: float = 15.0, now: float | None = None):
@@ -131,6 +114,24 @@ def test_binds_raise_the_bound_nodes_traffic_and_the_record_shows_the_assumed_by
     assert traffic.raw == [1 * MB, 200 * MB, 400 * MB], "raw stays what Prometheus measured"
     assert traffic.herd_bytes == [200 * MB, 0.0, 0.0]
     assert traffic.scores == pytest.approx([100 - 201 / 400 * 100, 50.0, 0.0], abs=1e-3)
+    assert traffic.herd_binds == [2, 0, 0], "the assumed bytes come from two binds"
+    assert traffic.herd_newest_age_seconds == [0.0, None, None]
+
+
+def test_the_record_counts_only_the_binds_that_still_weigh_and_ages_the_newest() -> None:
+    now = time.time()
+    store = traffic_store({"quiet": 1 * MB, "mid": 200 * MB, "busy": 400 * MB})
+    ext, inputs = extender(store, profile_yaml("assumedBytesPerPod: 100000000, herdDecaySeconds: 10"), now=now)
+    inputs.binds.record_bind(node="quiet", pod="old", at=now - 12.0)  # decayed: no bytes, not counted
+    inputs.binds.record_bind(node="quiet", pod="a", at=now - 4.0)
+    inputs.binds.record_bind(node="mid", pod="b", at=now - 7.5)
+    inputs.binds.record_bind(node="mid", pod="c", at=now - 2.25)
+
+    (traffic,) = ext.prioritize("default", names(["quiet", "mid", "busy"])).event.prioritize.plugins
+
+    assert traffic.herd_binds == [1, 2, 0]
+    assert traffic.herd_newest_age_seconds == [4.0, 2.25, None]
+    assert traffic.herd_bytes == [60 * MB, 25 * MB + 77.5 * MB, 0.0]
 
 
 def test_without_binds_the_record_has_no_herd_bytes_and_scores_are_unchanged() -> None:

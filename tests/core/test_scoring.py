@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler_core.answer import answers, fixed_answer, preference_tied
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import StaticCluster
-from scheduler_core.answer import answers, fixed_answer, preference_tied
 from scheduler_core.profiles import load_profiles
 from scheduler_core.verbs import Extender
 from scheduler_core.wire import encode

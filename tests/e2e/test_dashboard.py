@@ -8,7 +8,12 @@ import pytest
 from playwright.sync_api import expect
 
 from dashboard.models import SchedulingCycle
-from tests.ui.recording import Recorder, make_pod, use_demo_profiles
+from scheduler_core.binding import SimulatedBinder
+from scheduler_core.herd import InMemoryBindLog
+from scheduler_core.profiles import load_profiles
+from scheduler_core.verbs import Extender
+from tests.conftest import Inputs, traffic_store
+from tests.ui.recording import CLUSTER, PROFILES, TRAFFIC, Recorder, make_pod, use_demo_profiles
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -124,3 +129,47 @@ def test_times_are_shown_in_the_operator_s_zone_with_utc_on_hover(page, operator
     title = stamp.get_attribute("title") or ""
     assert title.endswith(" UTC")
     expect(stamp).to_contain_text(re.compile(r"GMT\+5:30|IST"))
+
+
+def test_the_decision_page_writes_out_the_arithmetic_of_a_herd_adjusted_node(
+    page, live_server, operator_login, recorder, screenshot
+):
+    """The second pod of a burst: its decision shows the bytes assumed for the first pod's bind, and the sum."""
+    store = traffic_store(TRAFFIC)
+    recorder.extender = Extender(
+        load_profiles(PROFILES.read_text()),
+        cluster=CLUSTER,
+        traffic=store,
+        binder=SimulatedBinder(),
+        inputs=Inputs(store, InMemoryBindLog(15.0, default_decay_seconds=15.0)),
+    )
+    nodes = ["node-1", "node-2", "node-3"]
+    first = recorder.schedule(make_pod("burst-1", "shop"), nodes=nodes)
+    second = recorder.schedule(make_pod("burst-2", "shop"), nodes=nodes)
+    bound = first.chosen_node
+    assert bound, "the first pod was bound"
+
+    operator_login(f"/cycles/{second.id}/")
+    row = page.locator(f'tr.arithmetic-row[data-arithmetic-of="{bound}"]')
+    details = row.locator("details")
+    if details.get_attribute("open") is None:
+        details.locator("summary").click()
+    traffic = row.locator('div[data-plugin="NetworkTraffic"] dd')
+    expect(traffic).to_be_visible()
+    text = traffic.inner_text()
+    # estimate E = M measured + A assumed (1 recent bind, …); 100 − E × 100 / X (node) = S
+    found = re.fullmatch(
+        r"estimate ([\d,]+) = ([\d,]+) measured \+ ([\d,]+) assumed \(1 recent bind, the newest [\d.]+ s before\); "
+        r"100 − ([\d,]+) × 100 / ([\d,]+) \(([\w-]+)\) = ([\d.]+)",
+        text,
+    )
+    assert found, text
+    estimate, measured, assumed, used, largest = (int(found.group(i).replace(",", "")) for i in range(1, 6))
+    assert estimate == measured + assumed == used
+    assert assumed > 0
+    assert round(100 - estimate * 100 / largest, 4) == float(found.group(7))
+    shown_score = page.locator(f'tr[data-node="{bound}"] td.term[data-plugin="NetworkTraffic"]')
+    expect(shown_score).to_contain_text(f"{float(found.group(7)):.1f} × ")
+    expect(row.locator('div[data-step="final"] dd')).to_contain_text("= ")
+    expect(row.locator('div[data-step="answer"] dd')).to_contain_text("→")
+    screenshot("decision-herd-arithmetic")

@@ -74,7 +74,7 @@ def test_a_full_cycle_is_recorded_once_with_every_verdict_score_and_answer(clien
     assert (traffic["name"], traffic["weight"]) == ("NetworkTraffic", 1)
     assert traffic["raw"] == [4.0e6, 1.0e6, 2.0e6]
     assert traffic["scores"] == [0.0, 75.0, 50.0]
-    assert calls["prioritize"].record["extender"] == [0, 8, 5]
+    assert calls["prioritize"].record["extender"] == [0, 10, 7], "spread: 10 × (final − 0) / (75 − 0), half up"
     assert calls["bind"].record["node"] == "node-2"
 
 

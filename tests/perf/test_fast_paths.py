@@ -8,8 +8,8 @@ import random
 import pytest
 
 from scheduler_core import wire
+from scheduler_core.answer import answers, fixed_answer, spread_answer
 from scheduler_core.cluster import NodeInfo, PodInfo, StaticCluster
-from scheduler_core.answer import answers, fixed_answer, round_half_up
 from scheduler_core.engine import round4, run_prioritize
 from scheduler_core.plugins import CycleContext, NodeScore, ScoreColumns
 from scheduler_core.profiles import load_profiles
@@ -26,7 +26,7 @@ def test_the_answers_of_a_whole_column_are_what_the_rounding_rule_answers_node_b
     assert answers(values, "fixed") == [fixed_answer(v) for v in values]
     finals = [round(rng.uniform(0, 100), 4) for _ in range(10_000)] + [0.0, 100.0, 50.0]
     low, high = min(finals), max(finals)
-    assert answers(finals, "spread") == [round_half_up(10 * (f - low) / (high - low)) for f in finals]
+    assert answers(finals, "spread") == [spread_answer(f, low, high) for f in finals]
 
 
 @pytest.mark.parametrize("distinct", [1, 3, 40, 1000])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from datetime import timedelta
@@ -11,7 +12,11 @@ from django.urls import reverse
 
 from dashboard.models import Outcome, SchedulingCycle
 from dashboard.ui.middleware import POLICY
-from tests.ui.recording import make_pod
+from scheduler_core.binding import SimulatedBinder
+from scheduler_core.profiles import load_profiles
+from scheduler_core.verbs import Extender
+from tests.conftest import traffic_store
+from tests.ui.recording import CLUSTER, PROFILES, Recorder, make_pod
 
 pytestmark = pytest.mark.django_db
 
@@ -105,6 +110,50 @@ def test_the_history_filters_by_time_range(signed_in, recorder):
     assert "new-1" not in only_old
 
 
+def recorder_with(traffic: dict[str, float], *, answer_scale: str = "") -> Recorder:
+    profiles = load_profiles(PROFILES.read_text())
+    if answer_scale:
+        profiles = {name: dataclasses.replace(p, answer_scale=answer_scale) for name, p in profiles.items()}
+    return Recorder(
+        Extender(
+            profiles,
+            cluster=CLUSTER,
+            traffic=traffic_store(traffic),
+            binder=SimulatedBinder(),
+        )
+    )
+
+
+def test_the_history_filters_and_marks_answer_ties(signed_in, dashboard_settings):
+    # On the fixed scale (the spread one keeps 10 for the best node alone): no image on these nodes; finals 54 and
+    # 53.25 both answer 5, 56.25 and 37.5 answer 6 and 4.
+    nodes = ["node-1", "node-2", "node-6"]
+    tied = recorder_with({"node-1": 4.0e6, "node-2": 1.12e6, "node-6": 1.16e6}, answer_scale="fixed").schedule(
+        make_pod("tied-a"), nodes=nodes
+    )
+    clear = recorder_with({"node-1": 4.0e6, "node-2": 1.0e6, "node-6": 2.0e6}, answer_scale="fixed").schedule(
+        make_pod("clear-b"), nodes=nodes
+    )
+    assert (tied.answer_tie, clear.answer_tie) == (True, False)
+
+    def rows(**params) -> dict[str, str]:
+        response = signed_in.get("/", params)
+        assert response.status_code == 200
+        found = re.findall(r'<tr data-id="\d+".*?<span class="name">([^<]+)</span>(.*?)</tr>', text(response), re.S)
+        return {name: rest for name, rest in found}
+
+    everything = rows()
+    assert set(everything) == {"tied-a", "clear-b"}
+    assert re.search(r'<span class="tag tie" title="[^"]*0\.\.10[^"]*">tie</span>', everything["tied-a"])
+    assert "tie</span>" not in everything["clear-b"]
+    assert set(rows(answer_tie="true")) == {"tied-a"}
+    assert set(rows(answer_tie="false")) == {"clear-b"}
+    form = text(signed_in.get("/", {"answer_tie": "true"}))
+    assert '<select name="answer_tie">' in form
+    assert '<option value="true" selected>tied</option>' in form
+    assert "answer_tie:" in text(signed_in.get("/", {"answer_tie": "maybe"})), "a bad value is named"
+
+
 def test_a_bad_filter_value_is_named_instead_of_failing(signed_in, recorder):
     recorder.schedule()
     response = signed_in.get("/", {"outcome": "exploded"})
@@ -184,7 +233,10 @@ def test_the_decision_shows_every_candidate_with_the_chosen_node_first(signed_in
 def test_the_decision_explains_in_plain_language(signed_in, recorder):
     cycle = recorder.schedule(nodes=["node-1", "node-2", "node-4", "node-5"])
     body = text(signed_in.get(reverse("ui:decision", args=[cycle.id])))
-    assert "Placed on node-1: lowest traffic (1.0 MB in 5 min), 12.5 points ahead of node-2." in body
+    assert (
+        "Placed on node-1: lowest traffic (1.0 MB in 5 min), 12.5 points ahead of node-2 (answers 10 against 0 on the"
+        " 0..10 scale)." in body
+    )
     assert "2 nodes excluded: node-4: receive rate above 125.0 MB/s (166.7 MB/s over the last 5 min);" in body
     assert "node-5: no NodeResources object for node." in body
     assert "Traffic was measured 0 s before the decision." in body
