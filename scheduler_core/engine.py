@@ -53,7 +53,7 @@ _detail = attrgetter("detail")
 _verdict_key = attrgetter("reason", "unresolvable")
 
 
-def round4(values: Sequence[float] | Floats) -> list[float]:
+def round4(values: Sequence[float] | Floats) -> Floats:
     """Each value to the record's 4 decimals, in one vectorized pass (``np.round``: ``rint(v · 10⁴) / 10⁴``).
 
     The result is the float nearest to k / 10⁴ for the integer k nearest to v · 10⁴, which is what
@@ -61,8 +61,7 @@ def round4(values: Sequence[float] | Floats) -> list[float]:
     two may pick different neighbours, both within 0.00005 of v. ``round(v, 4)`` costs ~0.2 µs per value (a
     decimal conversion), 1 ms per 5000-node column; this costs ~0.03 µs. NaN and ±inf stay as they are.
     """
-    rounded: list[float] = np.round(np.asarray(values, dtype=np.float64), 4).tolist()
-    return rounded
+    return np.asarray(values, dtype=np.float64).round(4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +216,7 @@ def _recorded_scores(
     compresses it once (``record.encode_event``)."""
 
     def rounded() -> tuple[Floats, list[float]]:
-        scores: Floats = np.asarray(values, dtype=np.float64).round(4)
+        scores = round4(values)
         return scores, scores.tolist()
 
     return shared_column(shared, ("recorded scores", scorer_name), (values,), rounded)
@@ -292,12 +291,12 @@ def run_prioritize(profile: Profile, ctx: CycleContext, nodes: Sequence[NodeInfo
             continue
         total_weight += scorer.weight
         totals += scores * scorer.weight
+    # Answered from the final score as recorded (4 decimals), so that recomputing an answer from the record gives it.
     final = round4(totals / total_weight if total_weight else totals)
-    # Answered from the final score as recorded, so that recomputing an answer from the record gives the answer.
     return PrioritizeRecord(
         nodes=names,
         plugins=plugin_records,
-        final=final,
+        final=final.tolist(),
         extender=answers(final, profile.answer_scale),
         answer_scale=profile.answer_scale,
         extender_weight=profile.extender_weight or 0,

@@ -212,5 +212,7 @@ class HerdEstimator:
         counts = np.bincount(at, minlength=size).astype(np.int64, copy=False)
         newest = np.full(size, np.inf)
         np.minimum.at(newest, at, ages[weighing])
-        rounded: list[float] = np.round(newest, 3).tolist()
-        return counts, [None if math.isinf(age) else age for age in rounded]
+        newest_ages: list[float | None] = np.round(newest, 3).tolist()
+        for position in np.flatnonzero(counts == 0).tolist():  # few: most candidates of a busy cluster have binds
+            newest_ages[position] = None
+        return counts, newest_ages

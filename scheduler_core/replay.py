@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from scheduler_core.answer import DEFAULT_ANSWER_SCALE, answers, spread_bounds
+from scheduler_core.answer import DEFAULT_ANSWER_SCALE, answer_rule, answers, preference_tied, spread_bounds
 from scheduler_core.engine import round4
 from scheduler_core.plugins.base import NEUTRAL_SCORE
 from scheduler_core.record import NODE_CACHE, FilterRecord, PrioritizeRecord
@@ -135,6 +135,17 @@ class ReplayResult:
 
     def outcome(self, node: str) -> NodeOutcome | None:
         return next((n for n in self.nodes if n.node == node), None)
+
+    @property
+    def answer_rule(self) -> str:
+        """How final scores became answers, in words with the figures (``scheduler_core.answer.answer_rule``)."""
+        return answer_rule(self.scenario.answer_scale, self.answer_bounds)
+
+    @property
+    def preference_tied(self) -> bool:
+        """Our highest-scored node answers the same as a node that scored strictly less: kube-scheduler sees a tie."""
+        scored = [(o.final, o.extender) for o in self.nodes if o.final is not None and o.extender is not None]
+        return preference_tied([f for f, _ in scored], [a for _, a in scored])
 
 
 @dataclass(frozen=True, slots=True)

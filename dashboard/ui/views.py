@@ -156,10 +156,14 @@ def why_not(request: HttpRequest, pk: int) -> HttpResponse:
 def what_if(request: HttpRequest, pk: int) -> HttpResponse:
     view = _decision(pk)
     profiles: Mapping[str, dict[str, Any]] = configured_profiles()
-    base = recorded_scenario(profiles.get(view.cycle.profile), view.prioritize_record, view.filter_plugins)
+    inputs = RecordedInputs.from_records(view.filter_record, view.prioritize_record, view.filter_plugins)
+    # "Before" answers on the scale the cycle answered on, so it shows what kube-scheduler received.
+    recorded_scale = inputs.answer_scale if inputs.prioritize is not None else None
+    base = recorded_scenario(
+        profiles.get(view.cycle.profile), view.prioritize_record, view.filter_plugins, answer_scale=recorded_scale
+    )
     base = dataclasses.replace(base, window_seconds=view.window_seconds)
     form = parse_what_if(request.GET, base=base, profiles=profiles)
-    inputs = RecordedInputs.from_records(view.filter_record, view.prioritize_record, view.filter_plugins)
     before = replay(inputs, base)
     after = replay(inputs, form.scenario) if form.submitted else None
     context = {

@@ -1,4 +1,5 @@
-"""The what-if form: a scenario from a configured profile, or from weights and a threshold the operator types.
+"""The what-if form: a scenario from a configured profile, or from weights and a threshold the operator types,
+answered on the 0..10 scale the operator picks (``fixed`` or ``spread``; the cycle's own scale to begin with).
 
 The replay itself is :mod:`scheduler_core.replay`; this module only turns GET parameters into a
 :class:`~scheduler_core.replay.Scenario` and says which field is wrong when one is.
@@ -12,6 +13,7 @@ from typing import Any
 
 from django.http import QueryDict
 
+from scheduler_core.answer import ANSWER_SCALES
 from scheduler_core.plugins import FILTER_PLUGINS, SCORE_PLUGINS
 from scheduler_core.profiles import MAX_WEIGHT
 from scheduler_core.replay import Scenario, scenario_from_profile
@@ -32,12 +34,25 @@ class WhatIfForm:
     fail_on_missing: bool
     submitted: bool
     """True when the parameters named a valid scenario to replay."""
+    answer_scale: str = ""
+    """The scale the custom form offers: the submitted one, else the cycle's recorded one."""
+    profile_answer_scale: str = ""
+    """The scale the profile form asked for; empty: the chosen profile's own."""
+    answer_scales: tuple[str, ...] = ANSWER_SCALES
 
 
 def recorded_scenario(
-    description: Mapping[str, Any] | None, prioritize_record: Mapping[str, Any] | None, filters_seen: list[str]
+    description: Mapping[str, Any] | None,
+    prioritize_record: Mapping[str, Any] | None,
+    filters_seen: list[str],
+    *,
+    answer_scale: str | None = None,
 ) -> Scenario:
-    """The recorded profile as configured now; else what the record itself says about weights and filters."""
+    """The recorded profile as configured now; else what the record itself says about weights and filters.
+
+    ``answer_scale``: the scale the cycle answered on (:attr:`~scheduler_core.replay.RecordedInputs.answer_scale`),
+    None when it never reached prioritize (then the profile's scale as configured now).
+    """
     if description:
         scenario = scenario_from_profile(description, label=f"{description.get('name', '')} (as recorded)")
     else:
@@ -46,7 +61,18 @@ def recorded_scenario(
         # The weights the cycle actually used win over today's configuration.
         weights = {p["name"]: int(p["weight"]) for p in prioritize_record.get("plugins", [])}
         scenario = replace(scenario, weights=weights)
+    if answer_scale:
+        scenario = replace(scenario, answer_scale=answer_scale)
     return scenario
+
+
+def _answer_scale(params: QueryDict, errors: list[str]) -> str:
+    """The ``scale`` parameter: ``fixed``, ``spread`` or empty (not asked for)."""
+    scale = params.get("scale", "").strip()
+    if scale and scale not in ANSWER_SCALES:
+        errors.append(f"scale: must be one of {', '.join(ANSWER_SCALES)}, got {scale[:20]!r}")
+        return ""
+    return scale
 
 
 def parse_what_if(params: QueryDict, *, base: Scenario, profiles: Mapping[str, Mapping[str, Any]]) -> WhatIfForm:
@@ -54,12 +80,17 @@ def parse_what_if(params: QueryDict, *, base: Scenario, profiles: Mapping[str, M
     profile = params.get("profile", "")
     errors: list[str] = []
     scenario: Scenario | None = None
+    scale = _answer_scale(params, errors)
     if mode == "profile" and profile:
         if profile in profiles:
             # The recorded raw bytes cover the recorded window, whatever window the other profile reads.
             scenario = replace(scenario_from_profile(profiles[profile]), window_seconds=base.window_seconds)
+            if scale:  # else the profile's own scale
+                scenario = replace(scenario, answer_scale=scale)
         else:
             errors.append(f"profile: unknown profile {profile!r}")
+        if errors:
+            scenario = None
     elif mode == "custom":
         weights: dict[str, int] = {}
         for name in sorted(SCORE_PLUGINS):
@@ -95,6 +126,7 @@ def parse_what_if(params: QueryDict, *, base: Scenario, profiles: Mapping[str, M
                 max_bytes_per_second=threshold,
                 fail_on_missing=params.get("fail_on_missing") == "on",
                 label="custom",
+                answer_scale=scale or base.answer_scale,
             )
     shown = scenario or base
     return WhatIfForm(
@@ -107,4 +139,6 @@ def parse_what_if(params: QueryDict, *, base: Scenario, profiles: Mapping[str, M
         threshold_mbps=round(shown.max_bytes_per_second / MB, 3),
         fail_on_missing=shown.fail_on_missing,
         submitted=scenario is not None,
+        answer_scale=scale or base.answer_scale,
+        profile_answer_scale=scale if mode == "profile" else "",
     )
