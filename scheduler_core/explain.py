@@ -397,7 +397,8 @@ def _herd_sentence(leader: str, preferred: str, nodes: tuple[NodeExplanation, ..
     if figures is None or not figures.herd_bytes:
         return f"{head}; the bytes assumed for recent binds put {preferred} first."
     verb = "assumes" if figures.herd_binds == 1 else "assume"
-    binds = f"{figures.herd_binds} recent bind" + ("s" if figures.herd_binds != 1 else "")
+    binds = "recent binds" if figures.herd_binds is None else f"{figures.herd_binds} recent bind"
+    binds += "s" if figures.herd_binds not in (1, None) else ""
     newest = figures.herd_newest_bind_age_seconds
     when = f" (the newest {seconds_text(newest)} before the call)" if newest is not None else ""
     return f"{head}; {binds} there {verb} {human_bytes(figures.herd_bytes)} more{when}, which puts {preferred} first."

@@ -35,8 +35,8 @@ class TrafficFigures:
     """Bytes received over the query window (None: no usable measurement)."""
     herd_bytes: float
     """Bytes assumed on top for pods bound there recently (the herd estimate; 0 when none)."""
-    herd_binds: int
-    """How many recent binds ``herd_bytes`` come from."""
+    herd_binds: int | None
+    """How many recent binds ``herd_bytes`` come from (None: a record from before schedlens counted them)."""
     herd_newest_bind_age_seconds: float | None
     """How long before the call the newest of them was bound."""
     estimate_bytes: float | None
@@ -83,6 +83,12 @@ def _score(value: float) -> str:
     return "0" if text == "-0" else text
 
 
+def _binds_text(count: int | None) -> str:
+    if count is None:
+        return "recent binds, not counted in this record"
+    return f"{count} recent bind" + ("" if count == 1 else "s")
+
+
 def seconds_text(value: float) -> str:
     """An age as a person reads it: ``2.2 s``, ``35 ms``."""
     return f"{value:.1f} s" if value >= 0.1 else f"{value * 1000:.0f} ms"
@@ -117,7 +123,7 @@ class TrafficColumn:
         return TrafficFigures(
             measured_bytes=_at(plugin.raw, index),
             herd_bytes=_at(plugin.herd_bytes, index) or 0.0,
-            herd_binds=int(binds) if binds is not None else 0,
+            herd_binds=int(binds) if binds is not None else None if plugin.herd_bytes else 0,
             herd_newest_bind_age_seconds=_at(plugin.herd_newest_age_seconds, index),
             estimate_bytes=_at(self.estimates, index),
             max_estimate_bytes=self.max_estimate,
@@ -136,7 +142,7 @@ class TrafficColumn:
         estimate = _exact(figures.estimate_bytes)
         origin = ""
         if figures.herd_bytes:
-            binds = f"{figures.herd_binds} recent bind" + ("" if figures.herd_binds == 1 else "s")
+            binds = _binds_text(figures.herd_binds)
             if figures.herd_newest_bind_age_seconds is not None:
                 binds += f", the newest {seconds_text(figures.herd_newest_bind_age_seconds)} before"
             origin = (

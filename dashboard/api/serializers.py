@@ -28,7 +28,9 @@ class TrafficFiguresSerializer(serializers.Serializer[Any]):
         allow_null=True, help_text="Bytes received over the query window; null: no usable measurement."
     )
     herd_bytes = serializers.FloatField(help_text="Bytes assumed on top for pods bound there recently (herd estimate).")
-    herd_binds = serializers.IntegerField(help_text="How many recent binds herd_bytes come from.")
+    herd_binds = serializers.IntegerField(
+        allow_null=True, help_text="How many recent binds herd_bytes come from (null: not counted in older records)."
+    )
     herd_newest_bind_age_seconds = serializers.FloatField(
         allow_null=True, help_text="How long before the call the newest of those binds was made."
     )

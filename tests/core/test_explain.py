@@ -349,3 +349,17 @@ def test_resource_and_image_scores_show_what_they_are_computed_from():
     assert (images.images.present, images.images.requested) == (1, 2)
     assert images.arithmetic == "1 of 2 images present: 1 × 100 / 2 = 50"
     assert n1.final_arithmetic == "(70 × 2 + 50 × 1) / 3 = 63.3333"
+
+
+def test_a_record_from_before_binds_were_counted_says_so_instead_of_claiming_none():
+    record = herd_record()
+    for plugin in record["plugins"]:
+        del plugin["herd_binds"], plugin["herd_newest_age_seconds"]
+    explanation = explain(filter_record=None, prioritize_record=record, chosen_node="node-a")
+    [term] = next(n for n in explanation.nodes if n.node == "node-c").terms
+    assert term.traffic is not None
+    assert (term.traffic.herd_bytes, term.traffic.herd_binds) == (9.0e8, None)
+    assert term.arithmetic.startswith(
+        "estimate 1,200,000,000 = 300,000,000 measured + 900,000,000 assumed (recent binds, not counted in this record);"
+    )
+    assert "recent binds there assume 900.0 MB more, which puts node-a first." in explanation.summary
