@@ -1,14 +1,15 @@
 """``answer_tie``: the cycles where rounding to kube-scheduler's 0..10 scale erased our preference, flagged by the
 ingester and listed by ``?answer_tie=true``.
 
-The traffic below ties or not under either answer scale (``fixed`` or ``spread``), so the tests do not depend on
-the profile's choice: node-1 is busy (final 0); 1.12 and 1.16 MB give finals 72 and 71, which both answer 7 (fixed)
-or 10 and 9.86 → 10 (spread); 1.0 and 2.0 MB give 75 and 50, answered 8 and 5 (fixed) or 10 and 7 (spread).
+On the ``fixed`` scale (``spread`` keeps 10 for the best node, so it never ties a node that scored less): node-1 is
+busy (final 0); 1.12 and 1.16 MB give finals 72 and 71, which both answer 7; 1.0 and 2.0 MB give 75 and 50, answered
+8 and 5.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import pickle
@@ -32,6 +33,21 @@ EQUAL = {"node-1": 4.0e6, "node-2": 1.0e6, "node-3": 1.0e6}
 """node-2 and node-3 score the same: answering them the same erases nothing."""
 
 
+def scheduler(traffic: dict[str, float]) -> KubeScheduler:
+    """kube-scheduler calling profiles that answer on the fixed scale."""
+    found = KubeScheduler(dict(traffic))
+    found.profiles = {name: dataclasses.replace(p, answer_scale="fixed") for name, p in found.profiles.items()}
+    return found
+
+
+def test_the_spread_scale_never_ties_our_preferred_node_with_a_node_that_scored_less():
+    _, scored, _ = KubeScheduler(dict(TIED)).events(at=T0, name="spread-1", nodes=NODES)
+    record = scored.prioritize
+    assert record.answer_scale == "spread"
+    assert record.extender == [0, 10, 9]
+    assert not preference_tied(record.final, record.extender)
+
+
 def prioritize_record(cycle: SchedulingCycle) -> dict:
     return cycle.calls.get(verb="prioritize").record
 
@@ -39,11 +55,11 @@ def prioritize_record(cycle: SchedulingCycle) -> dict:
 @pytest.fixture
 def history() -> dict[str, SchedulingCycle]:
     return {
-        "tied-1": KubeScheduler(dict(TIED)).schedule(at=T0, name="tied-1", nodes=NODES),
-        "untied-1": KubeScheduler(dict(UNTIED)).schedule(at=T0 + MINUTE, name="untied-1", nodes=NODES),
-        "equal-1": KubeScheduler(dict(EQUAL)).schedule(at=T0 + 2 * MINUTE, name="equal-1", nodes=NODES),
-        "tied-2": KubeScheduler(dict(TIED)).schedule(at=T0 + 3 * MINUTE, name="tied-2", nodes=NODES, bind=False),
-        "one-node": KubeScheduler(dict(TIED)).schedule(at=T0 + 4 * MINUTE, name="one-node", nodes=["node-2"]),
+        "tied-1": scheduler(TIED).schedule(at=T0, name="tied-1", nodes=NODES),
+        "untied-1": scheduler(UNTIED).schedule(at=T0 + MINUTE, name="untied-1", nodes=NODES),
+        "equal-1": scheduler(EQUAL).schedule(at=T0 + 2 * MINUTE, name="equal-1", nodes=NODES),
+        "tied-2": scheduler(TIED).schedule(at=T0 + 3 * MINUTE, name="tied-2", nodes=NODES, bind=False),
+        "one-node": scheduler(TIED).schedule(at=T0 + 4 * MINUTE, name="one-node", nodes=["node-2"]),
     }
 
 
@@ -98,7 +114,7 @@ def test_the_exports_carry_the_flag(api, history):
 def test_the_flag_is_kept_when_the_cycles_calls_arrive_in_separate_batches():
     """The prioritize joins a stored cycle (the flag is updated), then a bind joins it: the summary is derived again
     from the stored prioritize's record (``Summary.of_call``)."""
-    filtered, scored, bound = KubeScheduler(dict(TIED)).events(at=T0, name="late-1", nodes=NODES)
+    filtered, scored, bound = scheduler(TIED).events(at=T0, name="late-1", nodes=NODES)
     for event in (filtered, scored, bound):
         cycles_ingest_events(events=[event])
         cycle = SchedulingCycle.objects.get(calls__event_id=filtered.event_id)
@@ -109,7 +125,7 @@ def test_the_flag_is_kept_when_the_cycles_calls_arrive_in_separate_batches():
 def test_a_prepared_call_keeps_its_flag_across_the_process_boundary():
     """Prepared calls are pickled from the preparing processes to the ingester (``Summary.__getstate__``)."""
     for traffic, expected in ((TIED, True), (UNTIED, False)):
-        _, scored, _ = KubeScheduler(dict(traffic)).events(at=T0, name="pickled-1", nodes=NODES)
+        _, scored, _ = scheduler(traffic).events(at=T0, name="pickled-1", nodes=NODES)
         prepared = prepare(scored)
         assert prepared.summary.answer_tie is expected
         received = pickle.loads(pickle.dumps(prepared))  # noqa: S301 (our own bytes)

@@ -1,12 +1,14 @@
 """``schedlens_answer_ties_total``: prioritize answers where rounding to 0..10 erased our preference, counted by the
 web process that answered.
 
-Traffic as in ``tests/api/test_answer_tie.py``: node-1 is busy (final 0); 1.12 and 1.16 MB give finals 72 and 71,
-answered alike on either scale (7 and 7 fixed, 10 and 10 spread); 1.0 and 2.0 MB give 75 and 50 (8 and 5, 10 and 7).
+Traffic as in ``tests/api/test_answer_tie.py``, on the ``fixed`` scale (``spread`` keeps 10 for the best node, so it
+never ties a node that scored less): node-1 is busy (final 0); 1.12 and 1.16 MB give finals 72 and 71, both answered
+7; 1.0 and 2.0 MB give 75 and 50, answered 8 and 5.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import msgspec
@@ -42,6 +44,7 @@ def prioritize(client, runtime, traffic: dict[str, float]) -> dict[str, int]:
 
 @pytest.mark.parametrize(("traffic", "counted"), [(TIED, 1), (UNTIED, 0)], ids=["tied", "untied"])
 def test_a_prioritize_answer_that_ties_our_preferred_node_is_counted_once(client, runtime, traffic, counted):
+    runtime.profiles["default"] = dataclasses.replace(runtime.profiles["default"], answer_scale="fixed")
     before = ties(client)
     answered = prioritize(client, runtime, traffic)
     assert (answered["node-2"] == answered["node-3"]) is bool(counted), answered  # the premise, on the wire
