@@ -51,7 +51,7 @@ def fixed_answer(final: float) -> int:
 
 def spread_bounds(finals: Sequence[float] | Floats, forced: Collection[int] = ()) -> tuple[float, float] | None:
     """(min, max) of the finals the spread maps, leaving out ``forced`` positions; None when they are all equal
-    (nothing to spread: the fixed rule answers)."""
+    (nothing to spread: every one of them is the best, and answers 10)."""
     values = [float(f) for i, f in enumerate(finals) if i not in forced]
     if not values:
         return None
@@ -79,9 +79,11 @@ def answers(finals: Sequence[float] | Floats, scale: str, forced: Collection[int
             bounds = spread_bounds(values.tolist(), forced)
         elif (high := float(values.max())) > (low := float(values.min())):
             bounds = (low, high)
-    if bounds is None:
+    if scale == "spread" and bounds is None:  # all equal (or one): each is the best
+        result: list[int] = [MAX_EXTENDER_PRIORITY] * len(values)
+    elif bounds is None:
         rounded = np.floor(values / 10 + 0.5 + _EPSILON)
-        result: list[int] = np.clip(rounded, 0, MAX_EXTENDER_PRIORITY).astype(np.int64).tolist()
+        result = np.clip(rounded, 0, MAX_EXTENDER_PRIORITY).astype(np.int64).tolist()
     else:
         low, high = bounds
         rounded = np.floor(10 * (values - low) / (high - low) + 0.5 + _EPSILON)
@@ -102,7 +104,7 @@ def answer_rule(scale: str, bounds: tuple[float, float] | None) -> str:
             "answers 0, only the highest answers 10)"
         )
     if scale == "spread":
-        return "answer = final / 10, rounded half up (spread, but every candidate scored the same)"
+        return "every candidate scored the same, so each is the highest and answers 10 (spread)"
     return "answer = final / 10, rounded half up"
 
 
@@ -116,6 +118,8 @@ def answer_arithmetic(final: float, answer: int, scale: str, bounds: tuple[float
         if rounded != answer:
             return f"{text} → {rounded}, at most {SPREAD_BELOW_BEST} below the highest final score → {answer}"
         return f"{text} → {answer}"
+    if scale == "spread":
+        return f"{_num(final)}, the highest final score (every candidate scored it) → {answer}"
     return f"{_num(final)} / 10 = {_num(final / 10)} → {answer}"
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler_core.answer import fixed_answer, preference_tied, spread_answer
+from scheduler_core.wire import MAX_EXTENDER_PRIORITY
 
 TOLERANCE = 1.5e-4
 """A score is kept to 4 decimals, rounded half to even on its binary value (``engine.round4``): recomputed by hand and
@@ -136,7 +137,12 @@ def recompute_explanation(explanation: Mapping[str, Any]) -> list[Mismatch]:
     weight = explanation.get("extender_weight")
     for position, node in enumerate(scored):
         final = node["final_score"]
-        answer = 0 if position in forced else spread_answer(final, *bounds) if bounds else fixed_answer(final)
+        if position in forced:
+            answer = 0
+        elif explanation.get("answer_scale") == "spread":
+            answer = spread_answer(final, *bounds) if bounds else MAX_EXTENDER_PRIORITY
+        else:
+            answer = fixed_answer(final)
         if node["extender_score"] != answer:
             found.append(Mismatch(node["node"], "answer", node["extender_score"], answer))
         points = node["extender_score"] * weight * 10 if weight else None

@@ -360,6 +360,7 @@ def test_a_record_from_before_binds_were_counted_says_so_instead_of_claiming_non
     assert term.traffic is not None
     assert (term.traffic.herd_bytes, term.traffic.herd_binds) == (9.0e8, None)
     assert term.arithmetic.startswith(
-        "estimate 1,200,000,000 = 300,000,000 measured + 900,000,000 assumed (recent binds, not counted in this record);"
+        "estimate 1,200,000,000 = 300,000,000 measured + 900,000,000 assumed (recent binds, not counted in this"
+        " record);"
     )
     assert "recent binds there assume 900.0 MB more, which puts node-a first." in explanation.summary

@@ -177,7 +177,7 @@ def test_herd_bytes_count_in_the_traffic_score_but_not_in_the_threshold() -> Non
 def spread_rule(finals: list[float]) -> list[int]:
     low, high = min(finals), max(finals)
     if high == low:
-        return fixed_rule(finals)
+        return [10] * len(finals)  # each is the best
     rounded = [math.floor(10 * (f - low) / (high - low) + 0.5 + 1e-9) for f in finals]
     return [a if f == high else min(a, 9) for a, f in zip(rounded, finals, strict=True)]  # 10 kept for the best
 

@@ -73,3 +73,11 @@ def test_nodes_that_the_fixed_scale_rounds_together_answer_apart_when_spread():
     assert answers(finals, "spread") == [10, 9, 0]
     assert preference_tied(finals, answers(finals, "fixed"))
     assert not preference_tied(finals, answers(finals, "spread"))
+
+
+def test_on_the_spread_scale_candidates_that_all_scored_the_same_each_answer_10():
+    """Each is the best: the answer kube-scheduler gets for our best node does not depend on how many tie for it."""
+    assert answers([75.0, 75.0], "spread") == [10, 10]
+    assert answers([42.0], "spread") == [10]
+    assert answers([75.0, 75.0, 0.0], "spread", forced=[2]) == [10, 10, 0]
+    assert answers([75.0, 75.0], "fixed") == [8, 8]

@@ -159,7 +159,7 @@ def test_the_decision_page_writes_out_the_arithmetic_of_a_herd_adjusted_node(
     text = traffic.inner_text()
     # estimate E = M measured + A assumed (1 recent bind, …); 100 − E × 100 / X (node) = S
     found = re.fullmatch(
-        r"estimate ([\d,]+) = ([\d,]+) measured \+ ([\d,]+) assumed \(1 recent bind, the newest [\d.]+ s before\); "
+        r"estimate ([\d,]+) = ([\d,]+) measured \+ ([\d,]+) assumed \(1 recent bind, the newest [\d.]+ m?s before\); "
         r"100 − ([\d,]+) × 100 / ([\d,]+) \(([\w-]+)\) = ([\d.]+)",
         text,
     )
