@@ -253,6 +253,7 @@ def _plugin_record(
         applicable=result.applicable,
         note=result.note,
         metric_age_seconds=result.metric_age_seconds,
+        missing_score=result.missing_score,
         herd_binds=herd_binds,
         herd_newest_age_seconds=herd_newest,
         requested=list(result.requested),

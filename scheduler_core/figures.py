@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler_core.answer import answer_arithmetic
+from scheduler_core.plugins.base import NEUTRAL_SCORE
 from scheduler_core.record import PluginScores, PrioritizeRecord
 
 TRAFFIC_PLUGIN = "NetworkTraffic"
@@ -47,6 +48,8 @@ class TrafficFigures:
     metric_age_seconds: float | None
     missing_reason: str
     """Why the node has no usable measurement (it then scores the neutral value, or 0 under ``missingPolicy: fail``)."""
+    missing_score: float | None
+    """What a node without a usable measurement scores under the profile's policy (None: an older record)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,13 +133,19 @@ class TrafficColumn:
             max_estimate_node=self.max_node,
             metric_age_seconds=plugin.metric_age_seconds,
             missing_reason=missing_reason,
+            missing_score=plugin.missing_score,
         )
 
     def arithmetic(self, figures: TrafficFigures, normalized: float) -> str:
         """``100 − 694,123,456 × 100 / 1,712,345,678 = 59.4632``, with where the estimate comes from."""
         if figures.estimate_bytes is None or figures.measured_bytes is None:
             reason = figures.missing_reason or "no traffic measurement"
-            return f"{reason}: {_score(normalized)}"
+            policy = ""
+            if figures.missing_score == NEUTRAL_SCORE:
+                policy = "the neutral score "
+            elif figures.missing_score == 0.0:
+                policy = "missingPolicy fail scores it "
+            return f"{reason}: {policy}{_score(normalized)}"
         if not figures.max_estimate_bytes:
             return f"every candidate's estimate is 0 B: {_score(normalized)}"
         estimate = _exact(figures.estimate_bytes)

@@ -25,9 +25,9 @@ from scheduler_core.answer import fixed_answer, preference_tied, spread_answer
 from scheduler_core.wire import MAX_EXTENDER_PRIORITY
 
 TOLERANCE = 1.5e-4
-"""A score is kept to 4 decimals, rounded half to even on its binary value (``engine.round4``): recomputed by hand and
-rounded half up, an exact half lands one unit of the 4th decimal away (99.92605 is kept as 99.926, rounds to 99.9261).
-Anything further off does not add up."""
+"""A score is kept to 4 decimals (``engine.round4``: times 10⁴, rounded half to even): a mean that falls on a 5 in
+the 5th decimal is kept one unit below what rounding half up by hand gives (29.16665 is kept as 29.1666). Anything
+further off does not add up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +50,11 @@ def _close(shown: float | None, recomputed: float | None) -> bool:
 
 
 def _traffic_score(figures: Mapping[str, Any]) -> float | None:
-    """None: the node had no usable measurement, so its score is the neutral value (or 0) the note names."""
+    """None: the node had no usable measurement, and the record does not say what its policy scores it."""
     measured = figures.get("measured_bytes")
     if measured is None:
-        return None
+        missing: float | None = figures.get("missing_score")
+        return missing
     largest = figures.get("max_estimate_bytes") or 0.0
     estimate = measured + (figures.get("herd_bytes") or 0.0)
     return 100.0 if largest <= 0 else 100.0 - estimate * 100.0 / largest

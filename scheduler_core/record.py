@@ -62,6 +62,9 @@ class PluginScores(msgspec.Struct, omit_defaults=True, gc=False):
     inputs: dict[str, list[float | None]] = msgspec.field(default_factory=dict)
     """Per-node figures the score is computed from, by what they measure, aligned with ``nodes``: each requested
     resource's ``resourcesScore`` (None: no NodeResources object) for ``NodeResourceFitByCR``."""
+    missing_score: float | None = None
+    """The score the plugin gives a node it has no figure for, by its policy (``NetworkTraffic``: 50, neutral, or 0
+    under ``missingPolicy: fail``); None in records from before it was kept."""
 
 
 class PrioritizeRecord(msgspec.Struct, omit_defaults=True, gc=False):

@@ -44,6 +44,11 @@ class TrafficFiguresSerializer(serializers.Serializer[Any]):
         help_text="Why there is no usable measurement (the node then scores the neutral value, or 0 under "
         "missingPolicy: fail)."
     )
+    missing_score = serializers.FloatField(
+        allow_null=True,
+        help_text="What a node without a usable measurement scores: 50 (neutral) or 0 (missingPolicy: fail); null in "
+        "records from before it was kept.",
+    )
 
 
 class ResourceFiguresSerializer(serializers.Serializer[Any]):

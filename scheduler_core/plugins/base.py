@@ -124,6 +124,8 @@ class ScoreResult:
     """What the pod asks of the plugin (its extended resources, its images), for the record."""
     inputs: Mapping[str, Sequence[float | None]] = field(default_factory=dict)
     """Per-node figures the scores are computed from, by name (aligned with the nodes), for the record."""
+    missing_score: float | None = None
+    """The score of a node the plugin has no figure for (its policy), for the record."""
 
 
 class TrafficView(Protocol):

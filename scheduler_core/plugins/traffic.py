@@ -184,7 +184,9 @@ class NetworkTraffic:
         count = len(nodes)
         if reading.snapshot is None:
             columns = ScoreColumns([missing_score] * count, None, [reading.missing_reason] * count)
-            return ScoreResult(columns, note=reading.note, metric_age_seconds=reading.age_seconds)
+            return ScoreResult(
+                columns, note=reading.note, metric_age_seconds=reading.age_seconds, missing_score=missing_score
+            )
         raws = node_bytes(ctx, reading.snapshot, nodes)
         unmeasured = shared_column(
             ctx.shared, ("unmeasured", reading.snapshot.query), (raws,), lambda: raws.count(None)
@@ -242,7 +244,7 @@ class NetworkTraffic:
         if herd.enabled and ctx.binds.note:
             note = "; ".join(part for part in (note, ctx.binds.note) if part)
         columns = ScoreColumns(values, raws, details, herd_column, unmeasured, herd_binds, herd_newest)
-        return ScoreResult(columns, note=note, metric_age_seconds=reading.age_seconds)
+        return ScoreResult(columns, note=note, metric_age_seconds=reading.age_seconds, missing_score=missing_score)
 
 
 class TrafficThreshold:

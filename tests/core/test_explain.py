@@ -364,3 +364,20 @@ def test_a_record_from_before_binds_were_counted_says_so_instead_of_claiming_non
         " record);"
     )
     assert "recent binds there assume 900.0 MB more, which puts node-a first." in explanation.summary
+
+
+def test_a_node_without_a_measurement_shows_the_score_its_policy_gives_and_why():
+    plugin = PluginScores(
+        name="NetworkTraffic",
+        weight=1,
+        scores=[100.0, 0.0],
+        raw=[1.0e6, None],
+        notes={"b": "no traffic series for node"},
+        missing_score=0.0,
+    )
+    record = PrioritizeRecord(nodes=["a", "b"], plugins=[plugin], final=[100.0, 0.0], extender=[10, 0])
+    explanation = explain(filter_record=None, prioritize_record=stored(record))
+    [term] = explanation.nodes[1].terms
+    assert term.traffic is not None
+    assert (term.traffic.measured_bytes, term.traffic.missing_score) == (None, 0.0)
+    assert term.arithmetic == "no traffic series for node: missingPolicy fail scores it 0"
