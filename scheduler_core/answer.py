@@ -126,11 +126,14 @@ def answer_arithmetic(final: float, answer: int, scale: str, bounds: tuple[float
 def preference_tied(finals: Sequence[float], extender: Sequence[int]) -> bool:
     """Rounding to 0..10 erased our preference: the node with the highest final score answered the same as a node
     that scored strictly less, so kube-scheduler saw them as equal."""
-    if len(finals) < 2:
+    if len(finals) < 2 or len(extender) != len(finals):  # not aligned (never from the engine): not judged
         return False
     best = max(finals)
     top = extender[list(finals).index(best)]
-    return any(a == top and f < best for f, a in zip(finals, extender, strict=False))
+    # Counted in C first: on the spread scale our best usually answers 10 alone, and then nothing is compared.
+    if list(extender).count(top) < 2:
+        return False
+    return any(a == top and f < best for f, a in zip(finals, extender, strict=True))
 
 
 def _num(value: float) -> str:
