@@ -190,3 +190,17 @@ def _plain_token(user: User) -> str:
 def api(auditor) -> APIClient:
     """An auditor's token client: what most tests read through."""
     return token_client(auditor)
+
+
+# --- the explanation property tests (test_explanations_add_up, test_explanations_exported) ---------------------------
+
+# Their shared helpers are plain modules: have pytest rewrite their asserts too, so a failure shows the values compared.
+pytest.register_assert_rewrite("tests.api.explained_cycles", "tests.api.explanation_checks")
+
+
+@pytest.fixture
+def fast_api(api: APIClient, settings) -> APIClient:
+    """The auditor's client, with throttles out of the way (a hundred-odd requests in one test)."""
+    rates = {"anon": "100000/second", "user": "100000/second", "audit-verify": "100000/second"}
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}
+    return api
