@@ -145,6 +145,12 @@ class NodeStats:
         return self.reasons.most_common(3)
 
     @property
+    def reason_counts(self) -> list[tuple[str, int]]:
+        """Every reason, most common first (a template cannot call ``reasons.most_common``: looking ``most_common`` up
+        in the Counter first finds its count, 0)."""
+        return self.reasons.most_common()
+
+    @property
     def unmatched(self) -> bool:
         return self.absent_from_refresh or (self.missing_series > 0 and self.latest_bytes is None)
 

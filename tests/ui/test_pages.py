@@ -387,6 +387,16 @@ def test_the_nodes_page_charts_a_chosen_node(signed_in, recorder):
     assert data["points"][0]["mb"] == 1.0
 
 
+def test_the_nodes_page_says_why_a_chosen_node_was_filtered_out(signed_in, recorder):
+    recorder.schedule()
+    recorder.schedule(make_pod("web-2"))
+    response = signed_in.get(reverse("ui:nodes"), {"node": "node-4"})
+    assert response.status_code == 200
+    body = text(response)
+    assert "Why it was filtered out" in body
+    assert "<li>TrafficThreshold: receive rate above 125.0 MB/s — 2×</li>" in body
+
+
 def test_the_health_page_shows_latency_errors_spool_and_traffic(signed_in, recorder):
     recorder.schedule()
     recorder.refuse()
