@@ -233,7 +233,7 @@ def _plugin_record(
     unmeasured_count = columns.unmeasured if columns.unmeasured is not None and raws else raws.count(None)
     herd_bytes = list(columns.herd_bytes) if any(columns.herd_bytes) else []
     herd_binds = list(columns.herd_binds) if herd_bytes and columns.herd_binds else []
-    herd_newest = list(columns.herd_newest_age) if herd_binds else []
+    herd_newest = list(columns.herd_newest_age_ms) if herd_binds else []
     # A plugin that does not apply says why once (``note``); the explanation falls back to it for every node,
     # so the same sentence is not stored once per node (half the record of a 1000-node prioritize).
     same_as_note = result.note if not result.applicable else None
@@ -255,7 +255,7 @@ def _plugin_record(
         metric_age_seconds=result.metric_age_seconds,
         missing_score=result.missing_score,
         herd_binds=herd_binds,
-        herd_newest_age_seconds=herd_newest,
+        herd_newest_age_ms=herd_newest,
         requested=list(result.requested),
         inputs={name: list(column) for name, column in result.inputs.items()},
     )

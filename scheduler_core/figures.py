@@ -123,11 +123,12 @@ class TrafficColumn:
     def figures(self, index: int, missing_reason: str) -> TrafficFigures:
         plugin = self.plugin
         binds = _at(plugin.herd_binds, index)
+        newest_ms = _at(plugin.herd_newest_age_ms, index)
         return TrafficFigures(
             measured_bytes=_at(plugin.raw, index),
             herd_bytes=_at(plugin.herd_bytes, index) or 0.0,
             herd_binds=int(binds) if binds is not None else None if plugin.herd_bytes else 0,
-            herd_newest_bind_age_seconds=_at(plugin.herd_newest_age_seconds, index),
+            herd_newest_bind_age_seconds=None if newest_ms is None else newest_ms / 1000,
             estimate_bytes=_at(self.estimates, index),
             max_estimate_bytes=self.max_estimate,
             max_estimate_node=self.max_node,

@@ -202,17 +202,17 @@ class HerdEstimator:
 
     def binds_at(
         self, positions: NDArray[np.intp], times: NDArray[np.float64], now: float, size: int
-    ) -> tuple[NDArray[np.int64], list[float | None]]:
+    ) -> tuple[NDArray[np.int64], list[int | None]]:
         """Per position 0..size-1, how many binds still weigh on it (younger than ``decay_seconds``) and the age of
-        the newest of them in seconds, to the millisecond (None: none): what an explanation says the extra bytes
-        come from."""
+        the newest of them in whole milliseconds (None: none): what an explanation says the extra bytes come from."""
         ages = np.maximum(0.0, now - times)
         weighing = ages < self.decay_seconds
         at = positions[weighing]
         counts = np.bincount(at, minlength=size).astype(np.int64, copy=False)
-        newest = np.full(size, np.inf)
+        newest = np.zeros(size)  # positions without a bind: None below
+        newest[at] = np.inf
         np.minimum.at(newest, at, ages[weighing])
-        newest_ages: list[float | None] = np.round(newest, 3).tolist()
+        newest_ages: list[int | None] = np.rint(newest * 1000).astype(np.int64).tolist()
         for position in np.flatnonzero(counts == 0).tolist():  # few: most candidates of a busy cluster have binds
             newest_ages[position] = None
         return counts, newest_ages

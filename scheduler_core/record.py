@@ -54,8 +54,9 @@ class PluginScores(msgspec.Struct, omit_defaults=True, gc=False):
     metric_age_seconds: float | None = None
     herd_binds: list[int] = msgspec.field(default_factory=list)
     """How many recent binds ``herd_bytes`` come from, per node (aligned with ``nodes``); empty when none."""
-    herd_newest_age_seconds: list[float | None] = msgspec.field(default_factory=list)
-    """Age of each node's newest recent bind at the call (None: no bind); empty when no node has one."""
+    herd_newest_age_ms: list[int | None] = msgspec.field(default_factory=list)
+    """Age of each node's newest recent bind at the call, in whole milliseconds (None: no bind); empty when no node
+    has one. Whole numbers: a third of the bytes of the same ages as floats, spooled and stored for every call."""
     requested: list[str] = msgspec.field(default_factory=list)
     """What the pod asks of the plugin: its extended resources (``NodeResourceFitByCR``), its images
     (``ImageLocality``)."""

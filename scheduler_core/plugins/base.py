@@ -62,7 +62,7 @@ class ScoreColumns(Sequence[NodeScore]):
     each. Indexing still gives a ``NodeScore`` (built on demand) so callers that want objects get them.
     """
 
-    __slots__ = ("details", "herd_binds", "herd_bytes", "herd_newest_age", "raws", "unmeasured", "values")
+    __slots__ = ("details", "herd_binds", "herd_bytes", "herd_newest_age_ms", "raws", "unmeasured", "values")
 
     def __init__(
         self,
@@ -72,7 +72,7 @@ class ScoreColumns(Sequence[NodeScore]):
         herd_bytes: Sequence[float] = (),
         unmeasured: int | None = None,
         herd_binds: Sequence[int] = (),
-        herd_newest_age: Sequence[float | None] = (),
+        herd_newest_age_ms: Sequence[int | None] = (),
     ) -> None:
         self.values = values
         """0..100 per node (an array from a plugin that computes in numpy: the engine reads it as one)."""
@@ -85,8 +85,8 @@ class ScoreColumns(Sequence[NodeScore]):
         self.unmeasured = unmeasured
         self.herd_binds = herd_binds
         """How many recent binds ``herd_bytes`` come from, per node; empty: no node has any."""
-        self.herd_newest_age = herd_newest_age
-        """Seconds since each node's newest recent bind (None: none); empty: no node has any."""
+        self.herd_newest_age_ms = herd_newest_age_ms
+        """Milliseconds since each node's newest recent bind (None: none); empty: no node has any."""
         """How many ``raws`` are None, when the plugin knows (None: the engine counts them). Finding a None among
         1000 floats compares each with it, ~15 µs a pass: a plugin keeping raws per candidate list counts once."""
 

@@ -199,7 +199,7 @@ class NetworkTraffic:
         # per position in numpy, and added to the node's measured bytes (x + 0.0 is x for a node without binds).
         herd_column: list[float] = []
         herd_binds: list[int] = []
-        herd_newest: list[float | None] = []
+        herd_newest: list[int | None] = []
         extra: Floats | None = None
         if herd.enabled and binds.nodes:
             at = _bind_positions(ctx, nodes, binds)

@@ -235,7 +235,7 @@ def herd_record(**fields: Any) -> dict[str, Any]:
         raw=raw,
         herd_bytes=herd,
         herd_binds=[0, 0, 3],
-        herd_newest_age_seconds=[None, None, 2.25],
+        herd_newest_age_ms=[None, None, 2250],
         metric_age_seconds=4.0,
     )
     record = PrioritizeRecord(
@@ -354,7 +354,7 @@ def test_resource_and_image_scores_show_what_they_are_computed_from():
 def test_a_record_from_before_binds_were_counted_says_so_instead_of_claiming_none():
     record = herd_record()
     for plugin in record["plugins"]:
-        del plugin["herd_binds"], plugin["herd_newest_age_seconds"]
+        del plugin["herd_binds"], plugin["herd_newest_age_ms"]
     explanation = explain(filter_record=None, prioritize_record=record, chosen_node="node-a")
     [term] = next(n for n in explanation.nodes if n.node == "node-c").terms
     assert term.traffic is not None

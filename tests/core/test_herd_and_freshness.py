@@ -115,7 +115,7 @@ def test_binds_raise_the_bound_nodes_traffic_and_the_record_shows_the_assumed_by
     assert traffic.herd_bytes == [200 * MB, 0.0, 0.0]
     assert traffic.scores == pytest.approx([100 - 201 / 400 * 100, 50.0, 0.0], abs=1e-3)
     assert traffic.herd_binds == [2, 0, 0], "the assumed bytes come from two binds"
-    assert traffic.herd_newest_age_seconds == [0.0, None, None]
+    assert traffic.herd_newest_age_ms == [0, None, None]
 
 
 def test_the_record_counts_only_the_binds_that_still_weigh_and_ages_the_newest() -> None:
@@ -130,7 +130,7 @@ def test_the_record_counts_only_the_binds_that_still_weigh_and_ages_the_newest()
     (traffic,) = ext.prioritize("default", names(["quiet", "mid", "busy"])).event.prioritize.plugins
 
     assert traffic.herd_binds == [1, 2, 0]
-    assert traffic.herd_newest_age_seconds == [4.0, 2.25, None]
+    assert traffic.herd_newest_age_ms == [4000, 2250, None]
     assert traffic.herd_bytes == [60 * MB, 25 * MB + 77.5 * MB, 0.0]
 
 
