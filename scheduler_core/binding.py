@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from scheduler_core.cluster import ClusterView
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,10 +35,21 @@ class SimulatedBinder:
     """Demo-only binder for ``make run`` without a cluster: records the bind, calls no API.
 
     Never the default when a Kubernetes configuration is present: answering success without binding leaves a
-    real pod assumed forever (protocol doc §3.4).
+    real pod assumed forever (protocol doc §3.4). Given the demo cluster (``cluster``), it refuses a node that
+    cluster does not have, so a bind to a mistyped or removed node fails in the demo as it would in a cluster.
     """
 
+    def __init__(self, cluster: ClusterView | None = None) -> None:
+        self.cluster = cluster
+
     def bind(self, *, namespace: str, name: str, uid: str, node: str) -> BindOutcome:
+        if self.cluster is not None and self.cluster.node(node) is None:
+            return BindOutcome(
+                error=f'node "{node}" not found',
+                detail=f"simulated bind refused: the demo cluster has no node {node!r}",
+                status=404,
+                simulated=True,
+            )
         return BindOutcome(error="", detail="simulated bind (demo mode, no API server)", simulated=True)
 
 

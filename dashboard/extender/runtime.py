@@ -60,9 +60,10 @@ def _cluster() -> ClusterView:
     return StaticCluster()
 
 
-def _binder() -> Binder:
+def _binder(cluster: ClusterView) -> Binder:
     if settings.SCHEDLENS_BIND_MODE == "simulated":
-        return SimulatedBinder()
+        # The demo cluster file says which nodes exist: a bind elsewhere is refused as a cluster would refuse it.
+        return SimulatedBinder(cluster if isinstance(cluster, FileCluster) else None)
     from scheduler_core.kube_api import KubernetesBinder, load_api_client
 
     client = load_api_client()
@@ -75,7 +76,9 @@ class Runtime:
         self.cluster = _cluster()
         self.traffic = TrafficStore()
         self.spool = Spool(settings.SCHEDLENS_SPOOL_DIR)
-        self.extender = Extender(self.profiles, cluster=self.cluster, traffic=self.traffic, binder=_binder())
+        self.extender = Extender(
+            self.profiles, cluster=self.cluster, traffic=self.traffic, binder=_binder(self.cluster)
+        )
         # Where verbs read traffic and recent binds (herd effect): Redis snapshots refreshed by Celery workers
         # (SCHEDLENS_TRAFFIC_BACKEND=redis), or this process's own store and refresher thread (inprocess).
         self.inputs = self.extender.inputs = build_inputs(self.profiles, local_traffic=lambda: self.extender.traffic)

@@ -89,6 +89,36 @@ def test_bind_in_demo_mode_answers_success_and_says_it_was_simulated(client, run
     }
 
 
+def test_bind_in_demo_mode_refuses_a_node_the_demo_cluster_does_not_have(client, settings, tmp_path, monkeypatch):
+    from django.core.management import call_command
+
+    from dashboard.extender import runtime as runtime_module
+
+    cluster_file = tmp_path / "cluster.json"
+    call_command("simulate", nodes=3, write_cluster=str(cluster_file))
+    settings.SCHEDLENS_SPOOL_DIR = tmp_path / "spool"
+    settings.SCHEDLENS_INGEST_IN_PROCESS = False
+    settings.SCHEDLENS_BIND_MODE = "simulated"
+    settings.SCHEDLENS_CONFIG = ""
+    settings.SCHEDLENS_CLUSTER_FILE = str(cluster_file)
+    demo = runtime_module.Runtime()
+    monkeypatch.setattr(runtime_module, "_runtime", demo)
+    try:
+        ghost = post(client, "bind", b'{"PodName":"p","PodNamespace":"n","PodUID":"u1","Node":"node-9"}')
+        known = post(client, "bind", b'{"PodName":"q","PodNamespace":"n","PodUID":"u2","Node":"node-002"}')
+        assert json.loads(ghost.content) == {"Error": 'node "node-9" not found'}
+        assert json.loads(known.content) == {"Error": ""}
+        records = [json.loads(data)["bind"] for _, data in demo.spool.read_batch(10)]
+        assert records[0] == {
+            "node": "node-9",
+            "detail": "simulated bind refused: the demo cluster has no node 'node-9'",
+            "api_status": 404,
+            "simulated": True,
+        }
+    finally:
+        demo.spool.close()
+
+
 def test_readiness_reports_profiles_and_spool_depth(client, runtime):
     response = client.get("/readyz")
     assert response.status_code == 200

@@ -51,3 +51,15 @@ def test_simulated_pods_are_placed_over_one_connection_and_every_cycle_is_record
     assert set(SchedulingCycle.objects.values_list("node_mode", flat=True)) == {mode}
     bound_to = SchedulingCycle.objects.filter(outcome=Outcome.BOUND).values_list("chosen_node", flat=True)
     assert sorted(bound_to) == sorted(n for n, c in stats.placements.items() for _ in range(c))
+
+
+def test_simulate_lists_the_profiles_of_the_configuration_it_runs_with(settings, tmp_path):
+    """``make run`` fills its demo history through these, whatever the operator's SCHEDLENS_CONFIG names them."""
+    import io
+
+    config = tmp_path / "mine.yaml"
+    config.write_text("profiles:\n- name: mine\n- name: gpu-heavy\n", encoding="utf-8")
+    settings.SCHEDLENS_CONFIG = str(config)
+    out = io.StringIO()
+    call_command("simulate", list_profiles=True, stdout=out)
+    assert out.getvalue().split() == ["mine", "gpu-heavy"]

@@ -9,6 +9,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from dashboard.extender.runtime import load_runtime_profiles
+from scheduler_core.profiles import ProfileError
 from scheduler_core.simulator import ExtenderClient, KubeSchedulerSimulator, make_cluster
 
 
@@ -29,12 +31,24 @@ class Command(BaseCommand):
         parser.add_argument("--no-bind", action="store_true", help="leave binding to kube-scheduler's default binder")
         parser.add_argument("--seed", type=int, default=7)
         parser.add_argument(
+            "--list-profiles",
+            action="store_true",
+            help="print the names of the profiles SCHEDLENS_CONFIG defines, one a line, and exit",
+        )
+        parser.add_argument(
             "--write-cluster",
             metavar="PATH",
             help="write the synthetic cluster (nodes + NodeResources) for SCHEDLENS_CLUSTER_FILE and exit",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["list_profiles"]:
+            try:
+                names = list(load_runtime_profiles())
+            except (ProfileError, OSError) as exc:
+                raise CommandError(f"the profiles cannot be read: {exc}") from None
+            self.stdout.write("\n".join(names))
+            return
         if options["nodes"] < 1:
             raise CommandError("--nodes must be at least 1")
         cluster = make_cluster(options["nodes"], seed=options["seed"])

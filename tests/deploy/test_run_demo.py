@@ -1,0 +1,77 @@
+"""``make run``'s script (scripts/run-demo.sh) keeps its promise with an operator's own profiles file."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from tests.conftest import REPO
+from tests.live_server import free_port
+
+SERVING_WITHIN_SECONDS = 120.0
+
+
+def read_until(process: subprocess.Popen[str], marker: str, deadline: float) -> str:
+    """The script's output up to the line holding ``marker``; fails at ``deadline`` or when the script exits."""
+    assert process.stdout is not None
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout or ()], daemon=True).start()
+    seen: list[str] = []
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=min(left, 1.0))
+        except queue.Empty:
+            if process.poll() is not None and lines.empty():
+                break  # the script exited
+            continue
+        seen.append(line)
+        if marker in line:
+            return "".join(seen)
+    raise AssertionError(f"no {marker!r} (exit status {process.poll()}):\n{''.join(seen)}")
+
+
+def test_make_run_fills_the_history_through_the_operators_own_profiles_and_keeps_serving(tmp_path: Path) -> None:
+    config = tmp_path / "mine.yaml"
+    mine = "- name: mine\n  plugins:\n    score: {enabled: [{name: NetworkTraffic, weight: 2}]}\n"
+    config.write_text(f"profiles:\n{mine}- name: batch\n", encoding="utf-8")
+    (tmp_path / "prom").mkdir()
+    port = free_port()
+    env = {
+        **os.environ,
+        "PORT": str(port),
+        "DEMO_NODES": "6",
+        "DEMO_PODS": "6",
+        "SCHEDLENS_CONFIG": str(config),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "SCHEDLENS_SPOOL_DIR": str(tmp_path / "spool"),
+        "SCHEDLENS_CLUSTER_FILE": str(tmp_path / "cluster.json"),
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prom"),
+        "VENV": str(REPO / ".venv"),
+    }
+    process = subprocess.Popen(
+        ["bash", str(REPO / "scripts" / "run-demo.sh")],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output = read_until(process, "Ctrl-C stops it.", time.monotonic() + SERVING_WITHIN_SECONDS)
+        assert "filling demo history through profile mine: 6 pods, names" in output
+        assert "filling demo history through profile batch: 2 pods, nodes" in output
+        assert "failed" not in output
+        assert "(profiles: mine batch)" in output
+        assert process.poll() is None, "the script keeps serving"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:
+            assert response.status == 200
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
