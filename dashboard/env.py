@@ -54,3 +54,11 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     if raw not in choices:
         raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
     return raw
+
+
+def pod_host(ip: str) -> list[str]:
+    """The pod's own address as a Host Django answers (``POD_IP``, from the downward API): Prometheus scrapes each
+    replica at it. Empty outside a pod; an IPv6 address in brackets, as it comes in a Host header."""
+    if not ip:
+        return []
+    return [f"[{ip}]" if ":" in ip else ip]

@@ -7,6 +7,7 @@ threaded worker (the sync worker closes every connection).
 
 import os
 import ssl
+from typing import Any
 
 bind = f"{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '8000')}"
 # gthread, whose thread waits WEB_KEEPALIVE_LINGER_MS (default 5) for a connection's next request, while no other
@@ -35,6 +36,24 @@ if _tls_cert:
     if _tls_client_ca:
         ca_certs = _tls_client_ca
         cert_reqs = ssl.CERT_REQUIRED
+
+
+def on_starting(server: object) -> None:
+    """Start the metrics of every worker afresh: prometheus-client's multiprocess directory must be empty when the
+    server starts (a container restarted in the same pod finds its last run's files in the emptyDir)."""
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory and os.path.isdir(directory):
+        for name in os.listdir(directory):
+            if name.endswith(".db"):
+                os.remove(os.path.join(directory, name))
+
+
+def child_exit(server: object, worker: Any) -> None:
+    """A worker that exited keeps its counters in the sums, and drops its live gauges (prometheus-client's docs)."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
 
 
 def post_worker_init(worker: object) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from dashboard.env import env_bool, env_choice, env_float, env_int, env_list, env_str
+from dashboard.env import env_bool, env_choice, env_float, env_int, env_list, env_str, pod_host
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("SCHEDLENS_VAR_DIR", str(BASE_DIR / "var")))
@@ -29,6 +29,7 @@ DEBUG = env_bool("DJANGO_DEBUG", False)
 # (`manage.py check --deploy` fails on this one: it starts with "django-insecure").
 SECRET_KEY = env_secret("DJANGO_SECRET_KEY", "django-insecure-schedlens-demo-key-set-DJANGO_SECRET_KEY-in-production")
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+ALLOWED_HOSTS += pod_host(env_str("POD_IP"))
 
 # --- behind TLS (SCHEDLENS_HTTPS=true): secure cookies, HSTS, http -> https for browsers ------------------------
 SCHEDLENS_HTTPS = env_bool("SCHEDLENS_HTTPS", False)
@@ -85,7 +86,10 @@ WSGI_APPLICATION = "dashboard.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        # Searched before the apps' templates, so dashboard/templates/rest_framework/ and …/drf_spectacular/ (the
+        # browsable API and Swagger UI without inline style or script) win over the copies in those apps, which
+        # come before dashboard in INSTALLED_APPS.
+        "DIRS": [BASE_DIR / "dashboard" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [

@@ -22,6 +22,7 @@ from scheduler_core.profiles import load_profiles
 from tests.deploy.manifests import (
     CHART,
     DEPLOY,
+    KUBERNETES,
     SCHEDLENS_RULES,
     command_problems,
     expand_rules,
@@ -136,8 +137,15 @@ def test_each_template_parses_as_kubernetes_objects_once_actions_are_stripped(pa
 
 
 def test_the_chart_creates_the_same_objects_as_the_plain_manifests() -> None:
+    """The base manifests and the optional monitoring ones (deploy/kubernetes/monitoring) together."""
+    monitoring = KUBERNETES / "monitoring"
+    optional = [
+        d for p in sorted(monitoring.glob("*.yaml")) if p.name != "kustomization.yaml" for d in load_documents(p)
+    ]
     plain = Counter(
-        d["kind"] for d in kubernetes_documents() if d["kind"] not in ("Namespace", "CustomResourceDefinition")
+        d["kind"]
+        for d in [*kubernetes_documents(), *optional]
+        if d["kind"] not in ("Namespace", "CustomResourceDefinition")
     )
 
     assert Counter(d["kind"] for d in chart_documents()) == plain
