@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# `make serve`: schedlens for a real cluster, from a checkout. Uses KUBECONFIG (or the in-cluster configuration):
+# the watching node cache, real Bindings, the ingester and the traffic refresh (threads of the web server), and the
+# placement watcher (its own process), supervised together: when one stops the others are stopped, and Ctrl-C
+# stops them all. SQLite in var/ unless DATABASE_URL is set; traffic from PROMETHEUS_URL, else the synthetic source.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+PY="$VENV/bin/python"
+PORT=${PORT:-8000}
+# kube-scheduler must reach this address: a kind cluster's control plane reaches the host at its Docker network's
+# gateway, any other cluster at an address of this machine it can route to.
+ADVERTISE_ADDRESS=${ADVERTISE_ADDRESS:-$(hostname -I 2>/dev/null | awk '{print $1}')}
+ADVERTISE_ADDRESS=${ADVERTISE_ADDRESS:-127.0.0.1}
+export HOST=${HOST:-0.0.0.0} PORT
+export SCHEDLENS_BIND_MODE=kubernetes SCHEDLENS_CLUSTER_SOURCE=kubernetes SCHEDLENS_CLUSTER_FILE=
+export DJANGO_ALLOWED_HOSTS=${DJANGO_ALLOWED_HOSTS:-localhost,127.0.0.1,$ADVERTISE_ADDRESS}
+mkdir -p var
+export PROMETHEUS_MULTIPROC_DIR=${PROMETHEUS_MULTIPROC_DIR:-$PWD/var/prometheus-multiproc}
+mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
+
+"$PY" manage.py check_kubernetes   # says plainly why not when there is no usable Kubernetes configuration
+"$PY" manage.py migrate --noinput
+"$PY" manage.py collectstatic --noinput -v0
+
+url="http://$ADVERTISE_ADDRESS:$PORT"
+for mode in nodecache fullnodes; do
+  sed "s#http://schedlens.schedlens-system.svc:8000#$url#" "deploy/scheduler-config-$mode.yaml" >"var/scheduler-config-$mode.yaml"
+done
+
+pids=()
+stop() {
+  trap - INT TERM EXIT
+  kill "${pids[@]}" 2>/dev/null || true
+  wait "${pids[@]}" 2>/dev/null || true
+}
+trap 'stop; exit 130' INT TERM
+trap stop EXIT
+
+"$VENV/bin/gunicorn" --config python:dashboard.gunicorn_conf dashboard.wsgi:application &
+pids+=($!)
+"$PY" manage.py watch_placements &
+pids+=($!)
+
+for _ in $(seq 1 150); do
+  if "$PY" -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$PORT/readyz', timeout=1)" 2>/dev/null; then
+    break
+  fi
+  for pid in "${pids[@]}"; do
+    kill -0 "$pid" 2>/dev/null || { echo "a schedlens process exited while starting; see above" >&2; exit 1; }
+  done
+  sleep 0.2
+done
+
+profiles=$("$PY" manage.py simulate --list-profiles | paste -sd' ')
+cat <<EOF
+
+schedlens is serving the cluster of your Kubernetes configuration on $url (profiles: $profiles)
+  kube-scheduler configuration (NodeNames, recommended): var/scheduler-config-nodecache.yaml
+  kube-scheduler configuration (full Node objects):      var/scheduler-config-fullnodes.yaml
+  both call urlPrefix $url/extender/default (another profile: /extender/<profile>)
+  dashboard: $url/   (python manage.py createsuperuser)
+  a step-by-step on a local kind cluster: docs/try-it-on-kind.md
+Ctrl-C stops it.
+EOF
+
+# The first process to stop stops the others (the trap), with its status.
+set +e
+wait -n "${pids[@]}"
+status=$?
+echo "a schedlens process stopped (status $status); stopping the others" >&2
+exit "$status"
