@@ -241,6 +241,13 @@ SCHEDLENS_SCHEDULER_NAMES = env_list("SCHEDLENS_SCHEDULER_NAMES", ["schedlens-sc
 """``watch_placements`` follows pods with these ``spec.schedulerName`` values and their FailedScheduling events."""
 SCHEDLENS_BIND_MODE = env_choice("SCHEDLENS_BIND_MODE", "kubernetes", ("kubernetes", "simulated"))
 """``simulated`` records binds without an API server: for the demo only, never for a real cluster."""
+SCHEDLENS_POD_EVENTS = env_bool("SCHEDLENS_POD_EVENTS", SCHEDLENS_BIND_MODE != "simulated")
+"""Write an ``Explained`` Event (events.k8s.io/v1) on each pod whose bind is recorded (``dashboard.pod_events``);
+on by default when binding to a real cluster, ``false`` turns it off."""
+SCHEDLENS_POD_EVENT_TIMEOUT_SECONDS = env_float("SCHEDLENS_POD_EVENT_TIMEOUT_SECONDS", 2.0)
+"""How long one Event creation may take before it is dropped (counted in schedlens_pod_events_dropped_total)."""
+SCHEDLENS_PUBLIC_URL = env_str("SCHEDLENS_PUBLIC_URL", "").rstrip("/")
+"""Where people reach the record (e.g. ``https://schedlens.example``); when set, a pod's Event links its cycle."""
 REDIS_URL = env_secret("REDIS_URL", "redis://127.0.0.1:6379/0")
 SCHEDLENS_TRAFFIC_BACKEND = env_choice("SCHEDLENS_TRAFFIC_BACKEND", "inprocess", ("inprocess", "redis"))
 """``inprocess``: each web process refreshes its own snapshots (no external service, ``make run``); ``redis``:

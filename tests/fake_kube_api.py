@@ -31,6 +31,11 @@ in order before normal handling (e.g. a 429 with ``Retry-After: 0`` once, then a
 ``FakeKubeAPI.delay`` slows every request; an injected entry with ``status=None`` only delays and
 then falls through to normal handling; ``status=DROP`` closes the connection without an answer.
 
+``POST /apis/events.k8s.io/v1/namespaces/{ns}/events`` creates an events.k8s.io/v1 Event: its body is kept in
+:attr:`FakeKubeAPI.created_events` and the Event answered back (201). :attr:`FakeKubeAPI.events_failure` switches
+it to failing: ``"403"`` (Forbidden, as without the RBAC rule), ``"500"``, or ``"slow"`` (answers 201 only after
+:attr:`FakeKubeAPI.events_slow_seconds`, beyond a client's timeout).
+
 Every request is recorded (:attr:`FakeKubeAPI.requests`) with its method, path, query and parsed JSON body.
 
 Extending: register more routes with :meth:`FakeKubeAPI.add_route` (a regex on the path with named groups, and
@@ -215,6 +220,11 @@ class FakeKubeAPI:
         }
         self.pods: dict[tuple[str, str], JSON] = self.collections["pods"].objects
         self.requests: list[RecordedRequest] = []
+        self.created_events: list[JSON] = []
+        """Bodies of the events.k8s.io/v1 Events created, in order."""
+        self.events_failure: str | None = None
+        """None: Events are created; "403", "500": refused so; "slow": answered after ``events_slow_seconds``."""
+        self.events_slow_seconds: float = 5.0
         self.delay: float = 0.0
         """Seconds every request waits before it is answered."""
         self._injected: dict[tuple[str, str], deque[Injected]] = {}
@@ -276,6 +286,7 @@ class FakeKubeAPI:
         ns_pod = r"/api/v1/namespaces/(?P<namespace>[^/]+)/pods/(?P<name>[^/]+)"
         self.add_route("GET", ns_pod, _get_pod)
         self.add_route("POST", ns_pod + "/binding", _create_binding)
+        self.add_route("POST", r"/apis/events\.k8s\.io/v1/namespaces/(?P<namespace>[^/]+)/events", _create_event)
         for name, collection in self.collections.items():
             self.add_route("GET", re.escape(collection.path), _list_or_watch(name))
 
@@ -718,6 +729,36 @@ def _create_binding(server: FakeKubeAPI, request: RecordedRequest, match: re.Mat
         server.record_change("pods", "MODIFIED", pod)
     success = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
     return Response(201, success)
+
+
+def _create_event(server: FakeKubeAPI, request: RecordedRequest, match: re.Match[str]) -> Response:
+    namespace = match["namespace"]
+    failure = server.events_failure
+    if failure == "403":
+        return status_response(
+            403,
+            "Forbidden",
+            f'events.events.k8s.io is forbidden: User "system:serviceaccount:schedlens-system:schedlens" cannot '
+            f'create resource "events" in API group "events.k8s.io" in the namespace "{namespace}"',
+            details={"group": "events.k8s.io", "kind": "events"},
+        )
+    if failure == "500":
+        return status_response(500, "InternalError", "Internal error occurred: etcdserver: request timed out")
+    if failure == "slow":
+        server.sleep(server.events_slow_seconds)
+    event = request.body if isinstance(request.body, dict) else {}
+    meta = event.get("metadata") or {}
+    if meta.get("namespace", namespace) != namespace:
+        message = "the namespace of the provided object does not match the namespace sent on the request"
+        return status_response(400, "BadRequest", message)
+    stored = copy.deepcopy(event)
+    stored.setdefault("metadata", {})["namespace"] = namespace
+    stored["metadata"]["uid"] = str(uuid.uuid4())
+    stored["metadata"]["resourceVersion"] = server.next_resource_version()
+    with server.lock:
+        server.created_events.append(stored)
+        server.changed.notify_all()
+    return Response(201, stored)
 
 
 # ----------------------------------------------------------------------------

@@ -115,8 +115,21 @@ def _apply(observation: PlacementObservation) -> int:
     cycles = SchedulingCycle.objects.filter(pk=observation.cycle_id)
     if observation.kind == ObservationKind.BOUND:
         # Only a cycle that names no node yet: when schedlens bound the pod itself its record already says where.
-        return cycles.filter(chosen_node="").update(chosen_node=observation.node, outcome=Outcome.BOUND)
+        concluded = cycles.filter(chosen_node="").update(chosen_node=observation.node, outcome=Outcome.BOUND)
+        if concluded and observation.cycle_id is not None:
+            _explain(observation.cycle_id)
+        return concluded
     if observation.kind == ObservationKind.FAILED_SCHEDULING:
         # kube-scheduler gave up on this attempt after our verbs answered (in-tree filters, a failed bind, ...).
         return cycles.filter(outcome=Outcome.PENDING, chosen_node="").update(outcome=Outcome.UNSCHEDULABLE)
     return 0
+
+
+def _explain(cycle_id: int) -> None:
+    """Queue the pod's Explained Event (``dashboard.pod_events``): once, when the observation concludes the cycle."""
+    from dashboard import pod_events
+
+    try:
+        pod_events.explained_placement(cycle_id=cycle_id)
+    except Exception:  # the placement is recorded; an Event is a courtesy and never fails it
+        log.warning("could not queue the Explained Event of cycle %s", cycle_id, exc_info=True)

@@ -588,7 +588,59 @@ def _ingest(prepared: Sequence[Prepared]) -> int:
             _postings(postings)
         chain.count(tallies.counts())
         chain.close()
+    _explain_binds(batch, joined)
     return len(joined)
+
+
+def _explain_binds(batch: _Batch, joined: Sequence[tuple[SchedulingCycle, _Call]]) -> None:
+    """After the commit: queue an Explained Event (``dashboard.pod_events``) for each successful bind just folded.
+
+    Here the cycle's filter and prioritize calls are together, whichever replica answered them, and its id is known.
+    Only the records are decoded here; the explanation and the API call happen in the emitter's thread. Simulated
+    binds (demo mode) get none."""
+    if not settings.SCHEDLENS_POD_EVENTS:
+        return
+    from dashboard import pod_events
+
+    if pod_events.emitter().unavailable:  # no cluster configured: skip decoding records for nothing
+        return
+    for cycle, call in joined:
+        new = call.new
+        if new is None or new.verb != "bind" or new.error or new.http_status != 200 or not cycle.chosen_node:
+            continue
+        try:
+            siblings = [
+                c.stored
+                if c.stored is not None
+                else VerbCall(
+                    event_id=c.new.event_id if c.new is not None else "",
+                    verb=c.summary.verb,
+                    http_status=c.new.http_status if c.new is not None else 0,
+                    record_json=c.new.record_json if c.new is not None else None,
+                    response_json=c.new.response_json if c.new is not None else None,
+                    body=c.new.body if c.new is not None else None,
+                )
+                for c in batch.calls_of(cycle)
+            ]
+            records: dict[str, Any] = {}
+            for sibling in siblings:
+                sibling.__dict__["siblings"] = siblings
+                if sibling.verb in {"filter", "prioritize", "bind"} and sibling.http_status == 200:
+                    records[sibling.verb] = sibling.record
+            if (records.get("bind") or {}).get("simulated"):
+                continue  # no pod was bound in a cluster (demo mode): nothing to write an Event on
+            pod_events.explained_bind(
+                cycle_id=cycle.pk,
+                namespace=cycle.pod_namespace,
+                name=cycle.pod_name,
+                uid=cycle.pod_uid,
+                records=records,
+                chosen_node=cycle.chosen_node,
+                error=cycle.error,
+                profile=cycle.profile,
+            )
+        except Exception:  # the record is written; an Event is a courtesy and never fails the ingest
+            log.warning("could not queue the Explained Event of cycle %s", cycle.pk, exc_info=True)
 
 
 def _ingest_rows(spool: Spool, ready: list[tuple[SpoolRow, Prepared | None]]) -> None:

@@ -42,9 +42,11 @@ MANAGED_RESOURCE_FIELDS = frozenset({"name", "ignoredByScheduler"})
 SCHEDLENS_RULES = frozenset(
     {("", resource, verb) for resource in ("nodes", "pods", "events") for verb in ("get", "list", "watch")}
     | {("", "pods/binding", "create")}
+    | {("events.k8s.io", "events", "create")}
     | {("schedlens.io", "noderesources", verb) for verb in ("get", "list", "watch")}
 )
-"""Everything schedlens may do in the API (issue 6): read nodes, pods, events and its CRs; create bindings."""
+"""Everything schedlens may do in the API (issue 6): read nodes, pods, events and its CRs; create bindings; create
+events.k8s.io Events (issue 18: the ``Explained`` Event on each bound pod)."""
 
 
 def load_documents(path: Path) -> list[Doc]:

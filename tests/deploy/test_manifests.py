@@ -178,7 +178,7 @@ def test_the_scheduler_has_the_upstream_second_scheduler_roles() -> None:
 # ----- RBAC: least privilege -----
 
 
-def test_schedlens_is_granted_exactly_read_of_nodes_pods_events_and_its_crs_and_create_of_bindings() -> None:
+def test_schedlens_is_granted_exactly_read_of_nodes_pods_events_and_its_crs_and_create_of_bindings_and_events() -> None:
     role = named(DOCS, "ClusterRole", "schedlens")
 
     assert expand_rules(role["rules"]) == SCHEDLENS_RULES

@@ -1,0 +1,275 @@
+"""The explanation on the pod: an ``events.k8s.io/v1`` Event ``Explained`` once a pod's bind is recorded.
+
+Emitted by the ingester (``dashboard.services.cycles``), after the transaction that folded a successful bind into
+its cycle: only there are the cycle's filter and prioritize records together (any replica may have answered any
+verb) and its id known, for the link. When kube-scheduler bound the pod itself, by the placement watcher
+(``dashboard.placements.services``) once the observation concludes the cycle. Never on a verb's request path:
+they only put a job in a bounded queue; one daemon thread per process computes the summary
+(``scheduler_core.explain``) and writes the Event through ``scheduler_core.kube_api.KubernetesEventWriter`` with a
+short timeout. A full queue, a refusing or slow API server drops the Event and counts it in
+``schedlens_pod_events_dropped_total{reason}``; each failure kind is logged once per process, nothing is raised.
+
+``SCHEDLENS_POD_EVENTS`` (on unless ``SCHEDLENS_BIND_MODE=simulated``) turns it off.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from django.conf import settings
+from prometheus_client import Counter
+
+log = logging.getLogger(__name__)
+
+REASON = "Explained"
+ACTION = "Scheduling"
+CONTROLLER = "schedlens"
+QUEUE_SIZE = 1000
+
+POD_EVENTS_DROPPED = Counter(
+    "schedlens_pod_events_dropped",
+    "Explained Events on pods not written: queue full, API server refusing (HTTP status), timeout, unreachable.",
+    ["reason"],
+)
+POD_EVENTS_WRITTEN = Counter("schedlens_pod_events_written", "Explained Events written on pods.")
+
+
+@dataclass(frozen=True, slots=True)
+class PodEventJob:
+    namespace: str
+    name: str
+    uid: str
+    summary: Callable[[], str]
+    """Computed in the emitter's thread (the explanation is not free)."""
+    link: str = ""
+
+
+class EventWriter(Protocol):
+    def create(
+        self,
+        *,
+        namespace: str,
+        name: str,
+        uid: str,
+        note: str,
+        reason: str,
+        action: str,
+        controller: str,
+        instance: str,
+        event_type: str = "Normal",
+    ) -> str: ...
+
+
+def reporting_instance() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class PodEventEmitter:
+    """A bounded queue and one daemon thread writing its jobs; :meth:`submit` never blocks."""
+
+    def __init__(
+        self,
+        writer: EventWriter | None = None,
+        *,
+        factory: Callable[[], EventWriter | None] | None = None,
+        queue_size: int = QUEUE_SIZE,
+    ) -> None:
+        """``writer``, or ``factory`` called once in the thread to make it (finding the cluster's API is I/O)."""
+        self._writer = writer
+        self._factory = factory
+        self._queue: queue.Queue[PodEventJob] = queue.Queue(maxsize=queue_size)
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._logged: set[str] = set()
+        self._pid = os.getpid()
+        self.instance = reporting_instance()
+
+    @property
+    def unavailable(self) -> bool:
+        """No API to write to (no Kubernetes configuration found): callers may skip preparing jobs."""
+        return self._writer is None and self._factory is None
+
+    def submit(self, job: PodEventJob) -> bool:
+        self._ensure_thread()
+        try:
+            self._queue.put_nowait(job)
+        except queue.Full:
+            self._dropped("queue_full", f"the pod event queue is full ({self._queue.maxsize}); dropping Events")
+            return False
+        return True
+
+    def join(self, timeout: float = 10.0) -> bool:
+        """Wait until every submitted job is handled (tests); False on timeout."""
+        done = threading.Event()
+
+        def wait() -> None:
+            self._queue.join()
+            done.set()
+
+        threading.Thread(target=wait, daemon=True, name="schedlens-pod-events-join").start()
+        return done.wait(timeout)
+
+    # ----- the thread -----
+
+    def _ensure_thread(self) -> None:
+        with self._lock:
+            if self._pid != os.getpid():  # forked (gunicorn preload): the parent's thread is not ours
+                self._pid, self._thread = os.getpid(), None
+                self.instance = reporting_instance()
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, daemon=True, name="schedlens-pod-events")
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            job = self._queue.get()
+            try:
+                self._write(job)
+            except Exception as exc:  # never let one job end the thread
+                self._dropped("error", f"writing a pod Event failed: {type(exc).__name__}: {exc}")
+            finally:
+                self._queue.task_done()
+
+    def _write(self, job: PodEventJob) -> None:
+        writer = self._resolve_writer()
+        if writer is None:
+            self._dropped("unconfigured", "no Kubernetes configuration: Explained Events on pods are not written")
+            return
+        note = job.summary().strip() or "scheduled by schedlens"
+        if job.link:
+            note = f"{note} — {job.link}"
+            if len(note.encode()) > 1024:  # keep the link whole: shorten the summary instead
+                room = 1024 - len(f"... — {job.link}".encode())
+                head = note.encode()[: max(room, 0)].decode("utf-8", "ignore")
+                note = f"{head}... — {job.link}"
+        failure = writer.create(
+            namespace=job.namespace,
+            name=job.name,
+            uid=job.uid,
+            note=note,
+            reason=REASON,
+            action=ACTION,
+            controller=CONTROLLER,
+            instance=self.instance,
+        )
+        if failure:
+            self._dropped(failure, f"the API server did not take an Explained Event ({failure}); dropping it")
+        else:
+            POD_EVENTS_WRITTEN.inc()
+
+    def _resolve_writer(self) -> EventWriter | None:
+        if self._writer is None and self._factory is not None:
+            factory, self._factory = self._factory, None
+            self._writer = factory()
+        return self._writer
+
+    def _dropped(self, kind: str, message: str) -> None:
+        POD_EVENTS_DROPPED.labels(reason=kind).inc()
+        if kind not in self._logged:
+            self._logged.add(kind)
+            log.warning("%s (logged once per kind; counted in schedlens_pod_events_dropped_total)", message)
+
+
+def _kubernetes_writer() -> EventWriter | None:
+    from scheduler_core.kube_api import KubeConfigError, KubernetesEventWriter, load_api_client
+
+    try:
+        api_client = load_api_client()
+    except KubeConfigError as exc:
+        log.warning("Explained Events on pods are not written: %s", exc)
+        return None
+    if api_client is None:
+        return None
+    return KubernetesEventWriter(api_client, timeout_seconds=settings.SCHEDLENS_POD_EVENT_TIMEOUT_SECONDS)
+
+
+_emitter: PodEventEmitter | None = None
+_emitter_lock = threading.Lock()
+
+
+def emitter() -> PodEventEmitter:
+    """This process's emitter (writing through the cluster's API, found lazily in its thread)."""
+    global _emitter
+    with _emitter_lock:
+        if _emitter is None:
+            _emitter = PodEventEmitter(factory=_kubernetes_writer)
+        return _emitter
+
+
+def install(new: PodEventEmitter | None) -> PodEventEmitter | None:
+    """Replace this process's emitter (tests; None: back to the default); returns the previous one."""
+    global _emitter
+    with _emitter_lock:
+        previous, _emitter = _emitter, new
+        return previous
+
+
+def cycle_link(cycle_id: int | None, pod_uid: str) -> str:
+    """The cycle's page under ``SCHEDLENS_PUBLIC_URL``, else the pod's history; "" when no public URL is set."""
+    base = settings.SCHEDLENS_PUBLIC_URL
+    if not base:
+        return ""
+    if cycle_id is not None:
+        return f"{base}/cycles/{cycle_id}/"
+    return f"{base}/?pod_uid={pod_uid}"
+
+
+def explained_bind(
+    *,
+    cycle_id: int | None,
+    namespace: str,
+    name: str,
+    uid: str,
+    records: dict[str, Any],
+    chosen_node: str,
+    error: str,
+    profile: str,
+) -> None:
+    """Queue the Explained Event of a recorded bind (no-op when ``SCHEDLENS_POD_EVENTS`` is off)."""
+    if not settings.SCHEDLENS_POD_EVENTS or not (namespace and name and chosen_node):
+        return
+
+    def summary() -> str:
+        from dashboard.api.selectors import _traffic_window_minutes
+        from scheduler_core.explain import explain
+
+        return explain(
+            filter_record=records.get("filter"),
+            prioritize_record=records.get("prioritize"),
+            chosen_node=chosen_node,
+            error=error,
+            traffic_window_minutes=_traffic_window_minutes(profile),
+        ).summary
+
+    emitter().submit(
+        PodEventJob(namespace=namespace, name=name, uid=uid, summary=summary, link=cycle_link(cycle_id, uid))
+    )
+
+
+def explained_placement(*, cycle_id: int) -> None:
+    """Queue the Explained Event of a cycle kube-scheduler bound itself (seen by ``watch_placements``)."""
+    if not settings.SCHEDLENS_POD_EVENTS or emitter().unavailable:
+        return
+    from dashboard.api.selectors import cycle_with_calls
+
+    cycle = cycle_with_calls().filter(pk=cycle_id).first()
+    if cycle is None:
+        return
+    records = {call.verb: call.record for call in cycle.calls.all() if call.http_status == 200}
+    explained_bind(
+        cycle_id=cycle.pk,
+        namespace=cycle.pod_namespace,
+        name=cycle.pod_name,
+        uid=cycle.pod_uid,
+        records=records,
+        chosen_node=cycle.chosen_node,
+        error=cycle.error,
+        profile=cycle.profile,
+    )
