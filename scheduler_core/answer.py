@@ -28,6 +28,7 @@ from typing import Literal, get_args
 import numpy as np
 from numpy.typing import NDArray
 
+from scheduler_core.units import score_text
 from scheduler_core.wire import MAX_EXTENDER_PRIORITY
 
 Floats = NDArray[np.float64]
@@ -99,7 +100,8 @@ def answer_rule(scale: str, bounds: tuple[float, float] | None) -> str:
     if scale == "spread" and bounds is not None:
         low, high = bounds
         return (
-            f"answer = 10 × (final − {_num(low)}) / ({_num(high)} − {_num(low)}), rounded half up, at most "
+            f"answer = 10 × (final − {score_text(low)}) / ({score_text(high)} − {score_text(low)}), rounded half up, "
+            "at most "
             f"{SPREAD_BELOW_BEST} below the highest final score (spread: the lowest final score among the candidates "
             "answers 0, only the highest answers 10)"
         )
@@ -113,14 +115,15 @@ def answer_arithmetic(final: float, answer: int, scale: str, bounds: tuple[float
     if scale == "spread" and bounds is not None:
         low, high = bounds
         value = 10 * (final - low) / (high - low)
-        text = f"10 × ({_num(final)} − {_num(low)}) / ({_num(high)} − {_num(low)}) = {_num(value)}"
+        spread = f"({score_text(high)} − {score_text(low)})"
+        text = f"10 × ({score_text(final)} − {score_text(low)}) / {spread} = {score_text(value)}"
         rounded = round_half_up(value)
         if rounded != answer:
             return f"{text} → {rounded}, at most {SPREAD_BELOW_BEST} below the highest final score → {answer}"
         return f"{text} → {answer}"
     if scale == "spread":
-        return f"{_num(final)}, the highest final score (every candidate scored it) → {answer}"
-    return f"{_num(final)} / 10 = {_num(final / 10)} → {answer}"
+        return f"{score_text(final)}, the highest final score (every candidate scored it) → {answer}"
+    return f"{score_text(final)} / 10 = {score_text(final / 10)} → {answer}"
 
 
 def preference_tied(finals: Sequence[float], extender: Sequence[int]) -> bool:
@@ -134,9 +137,3 @@ def preference_tied(finals: Sequence[float], extender: Sequence[int]) -> bool:
     if list(extender).count(top) < 2:
         return False
     return any(a == top and f < best for f, a in zip(finals, extender, strict=True))
-
-
-def _num(value: float) -> str:
-    """A score as shown: up to 4 decimals, trailing zeros dropped."""
-    text = f"{value:.4f}".rstrip("0").rstrip(".")
-    return "0" if text == "-0" else text

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from scheduler_core.answer import answer_arithmetic
 from scheduler_core.plugins.base import NEUTRAL_SCORE
 from scheduler_core.record import PluginScores, PrioritizeRecord
+from scheduler_core.units import score_text
 
 TRAFFIC_PLUGIN = "NetworkTraffic"
 RESOURCES_PLUGIN = "NodeResourceFitByCR"
@@ -78,12 +79,6 @@ class ImageFigures:
 def _exact(value: float) -> str:
     """A byte figure in full: ``1,712,345,678`` (a fraction only when the figure has one)."""
     return f"{int(value):,}" if float(value).is_integer() else f"{value:,}"
-
-
-def _score(value: float) -> str:
-    """A score as the record keeps it: up to 4 decimals, trailing zeros dropped."""
-    text = f"{value:.4f}".rstrip("0").rstrip(".")
-    return "0" if text == "-0" else text
 
 
 def _binds_text(count: int | None) -> str:
@@ -146,9 +141,9 @@ class TrafficColumn:
                 policy = "the neutral score "
             elif figures.missing_score == 0.0:
                 policy = "missingPolicy fail scores it "
-            return f"{reason}: {policy}{_score(normalized)}"
+            return f"{reason}: {policy}{score_text(normalized)}"
         if not figures.max_estimate_bytes:
-            return f"every candidate's estimate is 0 B: {_score(normalized)}"
+            return f"every candidate's estimate is 0 B: {score_text(normalized)}"
         estimate = _exact(figures.estimate_bytes)
         origin = ""
         if figures.herd_bytes:
@@ -160,7 +155,7 @@ class TrafficColumn:
                 f"{_exact(figures.herd_bytes)} assumed ({binds}); "
             )
         largest = f"{_exact(figures.max_estimate_bytes)} ({figures.max_estimate_node})"
-        return f"{origin}100 − {estimate} × 100 / {largest} = {_score(normalized)}"
+        return f"{origin}100 − {estimate} × 100 / {largest} = {score_text(normalized)}"
 
 
 def resource_figures(plugin: PluginScores, index: int) -> ResourceFigures | None:
@@ -172,12 +167,13 @@ def resource_figures(plugin: PluginScores, index: int) -> ResourceFigures | None
 
 def resource_arithmetic(figures: ResourceFigures, normalized: float, note: str) -> str:
     if figures.mean is None or any(score is None for score in figures.resource_scores.values()):
-        return f"{note or 'no NodeResources object for node'}: {_score(normalized)}"
-    terms = " + ".join(_score(score or 0.0) for score in figures.resource_scores.values())
+        return f"{note or 'no NodeResources object for node'}: {score_text(normalized)}"
+    terms = " + ".join(score_text(score or 0.0) for score in figures.resource_scores.values())
     count = len(figures.resource_scores)
-    text = f"({terms}) / {count} = {_score(figures.mean)}" if count > 1 else f"resourcesScore {_score(figures.mean)}"
+    mean = score_text(figures.mean)
+    text = f"({terms}) / {count} = {mean}" if count > 1 else f"resourcesScore {mean}"
     if figures.mean != normalized:
-        text += f", clamped to 0..100: {_score(normalized)}"
+        text += f", clamped to 0..100: {score_text(normalized)}"
     return text
 
 
@@ -190,9 +186,9 @@ def image_figures(plugin: PluginScores, index: int) -> ImageFigures | None:
 
 def image_arithmetic(figures: ImageFigures, normalized: float) -> str:
     if figures.present is None:
-        return _score(normalized)
+        return score_text(normalized)
     present, requested = figures.present, figures.requested
-    return f"{present} of {requested} images present: {present} × 100 / {requested} = {_score(normalized)}"
+    return f"{present} of {requested} images present: {present} × 100 / {requested} = {score_text(normalized)}"
 
 
 def final_arithmetic(prioritize: PrioritizeRecord, index: int) -> str:
@@ -200,11 +196,11 @@ def final_arithmetic(prioritize: PrioritizeRecord, index: int) -> str:
     applicable = [p for p in prioritize.plugins if p.applicable and p.weight]
     final = prioritize.final[index]
     if not applicable:
-        return f"no plugin applied: {_score(final)}"
-    parts = [f"{_score(_at(p.scores, index) or 0.0)} × {p.weight}" for p in applicable]
+        return f"no plugin applied: {score_text(final)}"
+    parts = [f"{score_text(_at(p.scores, index) or 0.0)} × {p.weight}" for p in applicable]
     weights = sum(p.weight for p in applicable)
     summed = parts[0] if len(parts) == 1 else f"({' + '.join(parts)})"
-    return f"{summed} / {weights} = {_score(final)}"
+    return f"{summed} / {weights} = {score_text(final)}"
 
 
 def answer_text(prioritize: PrioritizeRecord, index: int, bounds: tuple[float, float] | None) -> str:

@@ -14,3 +14,9 @@ def human_bytes(value: float) -> str:
 
 def human_rate(bytes_per_second: float) -> str:
     return human_bytes(bytes_per_second) + "/s"
+
+
+def score_text(value: float) -> str:
+    """A score as the record keeps it: up to 4 decimals, trailing zeros dropped (``59.4632``, ``75``)."""
+    text = f"{value:.4f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
