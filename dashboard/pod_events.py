@@ -21,10 +21,13 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from django.conf import settings
 from prometheus_client import Counter
+
+if TYPE_CHECKING:
+    from dashboard.models import SchedulingCycle
 
 log = logging.getLogger(__name__)
 
@@ -221,36 +224,26 @@ def cycle_link(cycle_id: int | None, pod_uid: str) -> str:
     return f"{base}/?pod_uid={pod_uid}"
 
 
-def explained_bind(
-    *,
-    cycle_id: int | None,
-    namespace: str,
-    name: str,
-    uid: str,
-    records: dict[str, Any],
-    chosen_node: str,
-    error: str,
-    profile: str,
-) -> None:
+def explained_bind(*, cycle: SchedulingCycle, records: dict[str, Any]) -> None:
     """Queue the Explained Event of a recorded bind (no-op when ``SCHEDLENS_POD_EVENTS`` is off)."""
-    if not settings.SCHEDLENS_POD_EVENTS or not (namespace and name and chosen_node):
+    if not settings.SCHEDLENS_POD_EVENTS or not (cycle.pod_namespace and cycle.pod_name and cycle.chosen_node):
         return
+    # The cycle as it is now: the emitter's thread explains it later, while the ingester goes on with its objects.
+    chosen_node, error, profile = cycle.chosen_node, cycle.error, cycle.profile
 
     def summary() -> str:
-        from dashboard.api.selectors import _traffic_window_minutes
-        from scheduler_core.explain import explain
+        from dashboard.api.selectors import records_explanation
 
-        return explain(
-            filter_record=records.get("filter"),
-            prioritize_record=records.get("prioritize"),
-            chosen_node=chosen_node,
-            error=error,
-            traffic_window_minutes=_traffic_window_minutes(profile),
-        ).summary
+        return records_explanation(records=records, chosen_node=chosen_node, error=error, profile=profile).summary
 
-    emitter().submit(
-        PodEventJob(namespace=namespace, name=name, uid=uid, summary=summary, link=cycle_link(cycle_id, uid))
+    job = PodEventJob(
+        namespace=cycle.pod_namespace,
+        name=cycle.pod_name,
+        uid=cycle.pod_uid,
+        summary=summary,
+        link=cycle_link(cycle.pk, cycle.pod_uid),
     )
+    emitter().submit(job)
 
 
 def explained_placement(*, cycle_id: int) -> None:
@@ -263,13 +256,4 @@ def explained_placement(*, cycle_id: int) -> None:
     if cycle is None:
         return
     records = {call.verb: call.record for call in cycle.calls.all() if call.http_status == 200}
-    explained_bind(
-        cycle_id=cycle.pk,
-        namespace=cycle.pod_namespace,
-        name=cycle.pod_name,
-        uid=cycle.pod_uid,
-        records=records,
-        chosen_node=cycle.chosen_node,
-        error=cycle.error,
-        profile=cycle.profile,
-    )
+    explained_bind(cycle=cycle, records=records)

@@ -60,12 +60,17 @@ def _traffic_window_minutes(profile_name: str) -> int | None:
 def cycle_explanation(*, cycle: SchedulingCycle) -> Explanation:
     """Explain a cycle from its calls (prefetched by ``cycle_with_calls``)."""
     records = {call.verb: call.record for call in cycle.calls.all() if call.http_status == 200}
+    return records_explanation(records=records, chosen_node=cycle.chosen_node, error=cycle.error, profile=cycle.profile)
+
+
+def records_explanation(*, records: Mapping[str, Any], chosen_node: str, error: str, profile: str) -> Explanation:
+    """Explain a cycle from its answered calls' records by verb (as ``cycle_explanation`` collects them)."""
     return explain(
         filter_record=records.get("filter"),
         prioritize_record=records.get("prioritize"),
-        chosen_node=cycle.chosen_node,
-        error=cycle.error,
-        traffic_window_minutes=_traffic_window_minutes(cycle.profile),
+        chosen_node=chosen_node,
+        error=error,
+        traffic_window_minutes=_traffic_window_minutes(profile),
     )
 
 

@@ -629,16 +629,7 @@ def _explain_binds(batch: _Batch, joined: Sequence[tuple[SchedulingCycle, _Call]
                     records[sibling.verb] = sibling.record
             if (records.get("bind") or {}).get("simulated"):
                 continue  # no pod was bound in a cluster (demo mode): nothing to write an Event on
-            pod_events.explained_bind(
-                cycle_id=cycle.pk,
-                namespace=cycle.pod_namespace,
-                name=cycle.pod_name,
-                uid=cycle.pod_uid,
-                records=records,
-                chosen_node=cycle.chosen_node,
-                error=cycle.error,
-                profile=cycle.profile,
-            )
+            pod_events.explained_bind(cycle=cycle, records=records)
         except Exception:  # the record is written; an Event is a courtesy and never fails the ingest
             log.warning("could not queue the Explained Event of cycle %s", cycle.pk, exc_info=True)
 
