@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import queue
 import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -19,6 +21,39 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def start_script(name: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    """``scripts/<name>`` as an operator starts it (``make run``, ``make serve``): its own process group, so a test
+    can stop it and everything it started as Ctrl-C would, with its output read by :func:`read_until`."""
+    return subprocess.Popen(
+        ["bash", str(REPO / "scripts" / name)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def read_until(process: subprocess.Popen[str], marker: str, deadline: float) -> str:
+    """The process's output up to the line holding ``marker``; fails at ``deadline`` or when the process exits."""
+    assert process.stdout is not None
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout or ()], daemon=True).start()
+    seen: list[str] = []
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=min(left, 1.0))
+        except queue.Empty:
+            if process.poll() is not None and lines.empty():
+                break  # the process exited
+            continue
+        seen.append(line)
+        if marker in line:
+            return "".join(seen)
+    raise AssertionError(f"no {marker!r} (exit status {process.poll()}):\n{''.join(seen)}")
 
 
 class LiveServer:

@@ -3,37 +3,15 @@
 from __future__ import annotations
 
 import os
-import queue
 import signal
-import subprocess
-import threading
 import time
 import urllib.request
 from pathlib import Path
 
 from tests.conftest import REPO
-from tests.live_server import free_port
+from tests.live_server import free_port, read_until, start_script
 
 SERVING_WITHIN_SECONDS = 120.0
-
-
-def read_until(process: subprocess.Popen[str], marker: str, deadline: float) -> str:
-    """The script's output up to the line holding ``marker``; fails at ``deadline`` or when the script exits."""
-    assert process.stdout is not None
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout or ()], daemon=True).start()
-    seen: list[str] = []
-    while (left := deadline - time.monotonic()) > 0:
-        try:
-            line = lines.get(timeout=min(left, 1.0))
-        except queue.Empty:
-            if process.poll() is not None and lines.empty():
-                break  # the script exited
-            continue
-        seen.append(line)
-        if marker in line:
-            return "".join(seen)
-    raise AssertionError(f"no {marker!r} (exit status {process.poll()}):\n{''.join(seen)}")
 
 
 def test_make_run_fills_the_history_through_the_operators_own_profiles_and_keeps_serving(tmp_path: Path) -> None:
@@ -54,15 +32,7 @@ def test_make_run_fills_the_history_through_the_operators_own_profiles_and_keeps
         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prom"),
         "VENV": str(REPO / ".venv"),
     }
-    process = subprocess.Popen(
-        ["bash", str(REPO / "scripts" / "run-demo.sh")],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    process = start_script("run-demo.sh", env)
     try:
         output = read_until(process, "Ctrl-C stops it.", time.monotonic() + SERVING_WITHIN_SECONDS)
         assert "filling demo history through profile mine: 6 pods, names" in output

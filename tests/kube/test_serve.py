@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.deploy.test_run_demo import read_until
 from tests.fake_kube_api import FakeKubeAPI, write_kubeconfig
-from tests.live_server import free_port
+from tests.live_server import free_port, read_until, start_script
 
 SERVING_WITHIN_SECONDS = 120.0
 
@@ -58,15 +57,7 @@ def post(url: str, body: dict[str, object]) -> dict[str, object]:
 def test_make_serve_binds_for_real_and_ctrl_c_stops_every_process(api: FakeKubeAPI, tmp_path: Path) -> None:
     env = serve_env(tmp_path, KUBECONFIG=str(write_kubeconfig(api, tmp_path / "kubeconfig")))
     url = f"http://127.0.0.1:{env['PORT']}"
-    process = subprocess.Popen(
-        ["bash", str(REPO / "scripts" / "serve.sh")],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    process = start_script("serve.sh", env)
     try:
         output = read_until(process, "Ctrl-C stops it.", time.monotonic() + SERVING_WITHIN_SECONDS)
         assert f"Kubernetes API server: {api.url}" in output
