@@ -11,10 +11,10 @@ from scheduler_core.profiles import ProfileError
 
 @register()
 def profiles_are_valid(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
-    from dashboard.extender.runtime import load_runtime_profiles
+    from dashboard.runtime import configured_profiles
 
     try:
-        load_runtime_profiles()
+        configured_profiles()
     except (ProfileError, OSError) as exc:
         return [Error(str(exc), hint="Fix the file named by SCHEDLENS_CONFIG.", id="schedlens.E001")]
     return []

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, JsonResponse
 
-from dashboard.extender.runtime import get_runtime
+from dashboard.runtime import get_runtime
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

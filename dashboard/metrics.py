@@ -2,7 +2,8 @@
 
 Two kinds, each kept where it is cheapest and correct under gunicorn's several worker processes:
 
-- **Verb latency** (a histogram per verb and profile) is observed in the web process that answered. With
+- **Verb latency** (a histogram per verb and profile, ``dashboard/extender/metrics.py``) is observed in the web
+  process that answered. With
   ``PROMETHEUS_MULTIPROC_DIR`` set (prometheus-client's multiprocess mode, its documented way for gunicorn)
   each worker writes its samples to memory-mapped files in that directory and a scrape of any worker sums all
   of them; the directory must be empty when the server starts. Without it (one process: tests,
@@ -28,7 +29,7 @@ import redis
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -36,47 +37,11 @@ from prometheus_client.registry import Collector
 
 from dashboard.traffic.snapshots import SnapshotStore, query_key
 from dashboard.traffic.view import RedisTrafficView
-from scheduler_core.answer import preference_tied
-from scheduler_core.record import PrioritizeRecord
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
 
 log = logging.getLogger(__name__)
 
-if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-    # Any process importing the URLconf (checks, management commands) creates these metrics' files.
-    os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
-
-VERB_SECONDS = Histogram(
-    "schedlens_verb_duration_seconds",
-    "Time to answer an extender verb, from the request body read to the answer (spool append included).",
-    ["verb", "profile"],
-    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
-)
-VERB_RESPONSES = Counter(
-    "schedlens_verb_responses", "Extender verb answers by HTTP status.", ["verb", "profile", "status"]
-)
-ANSWER_TIES = Counter(
-    "schedlens_answer_ties",
-    "Prioritize answers where our preferred node tied with a lower-scored node on the 0..10 scale "
-    "(kube-scheduler saw them as equal).",
-    ["profile"],
-)
-
 SCRAPE_REDIS_TIMEOUT_SECONDS = 1.0
-
-
-def observe_verb(*, verb: str, profile: str, known: bool, status: int, seconds: float) -> None:
-    label = profile if known else "unknown"
-    VERB_SECONDS.labels(verb, label).observe(seconds)
-    VERB_RESPONSES.labels(verb, label, str(status)).inc()
-
-
-def observe_prioritize(*, profile: str, known: bool, status: int, record: PrioritizeRecord | None) -> None:
-    """A prioritize answered: count it in ``schedlens_answer_ties_total`` when rounding erased our preference.
-
-    Only an answer kube-scheduler received (200) counts."""
-    if status == 200 and record is not None and preference_tied(record.final, record.extender):
-        ANSWER_TIES.labels(profile if known else "unknown").inc()
 
 
 def _source_label(query: TrafficQuery) -> str:
@@ -90,7 +55,7 @@ class StateCollector(Collector):
         self.runtime = runtime
 
     def collect(self) -> Iterator[Metric]:
-        from dashboard.extender.runtime import Runtime
+        from dashboard.runtime import Runtime
 
         runtime = self.runtime
         assert isinstance(runtime, Runtime)
@@ -184,7 +149,7 @@ class StateCollector(Collector):
 
 @require_GET
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    from dashboard.extender.runtime import get_runtime
+    from dashboard.runtime import get_runtime
 
     registry = CollectorRegistry()
     multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))

@@ -232,7 +232,7 @@ def explained_bind(*, cycle: SchedulingCycle, records: dict[str, Any]) -> None:
     chosen_node, error, profile = cycle.chosen_node, cycle.error, cycle.profile
 
     def summary() -> str:
-        from dashboard.api.selectors import records_explanation
+        from dashboard.selectors import records_explanation
 
         return records_explanation(records=records, chosen_node=chosen_node, error=error, profile=profile).summary
 
@@ -250,9 +250,9 @@ def explained_placement(*, cycle_id: int) -> None:
     """Queue the Explained Event of a cycle kube-scheduler bound itself (seen by ``watch_placements``)."""
     if not settings.SCHEDLENS_POD_EVENTS or emitter().unavailable:
         return
-    from dashboard.api.selectors import cycle_with_calls
+    from dashboard.selectors import cycles_with_calls
 
-    cycle = cycle_with_calls().filter(pk=cycle_id).first()
+    cycle = cycles_with_calls().filter(pk=cycle_id).first()
     if cycle is None:
         return
     records = {call.verb: call.record for call in cycle.calls.all() if call.http_status == 200}

@@ -176,7 +176,7 @@ def cycles_ndjson(
 
 
 Explainer = Callable[[SchedulingCycle], Explanation]
-"""A cycle (with its calls prefetched) → its explanation: ``dashboard.api.selectors.cycle_explanation``."""
+"""A cycle (with its calls prefetched) → its explanation: ``dashboard.selectors.cycle_explanation``."""
 
 
 def _with_calls(queryset: QuerySet[SchedulingCycle], chunk_size: int) -> Iterator[SchedulingCycle]:

@@ -10,8 +10,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from dashboard.api.exports import CALL_FIELDS
-from dashboard.api.selectors import cycle_explanation
 from dashboard.models import NodeTally, SchedulingCycle, VerbCall
+from dashboard.selectors import cycle_explanation
 from dashboard.traffic.models import TrafficRefresh
 
 # --- explanation (mirrors scheduler_core.explain) ---------------------------------------------------

@@ -44,6 +44,7 @@ from dashboard.api.serializers import (
 from dashboard.api.throttling import ScopedThrottle
 from dashboard.filters import CycleFilterSet, NodeFilterSet, TrafficRefreshFilterSet
 from dashboard.models import NodeTally, SchedulingCycle, VerbCall
+from dashboard.selectors import cycle_explanation, cycle_list, cycles_with_calls
 from dashboard.services.audit import audit_chain_verify
 from dashboard.traffic.models import TrafficRefresh
 
@@ -76,7 +77,7 @@ class CycleViewSet(ReadOnlyModelViewSet[SchedulingCycle]):
     pagination_class = CycleCursorPagination
 
     def get_queryset(self) -> QuerySet[SchedulingCycle]:
-        return selectors.cycle_with_calls() if self.action == "retrieve" else selectors.cycle_list()
+        return cycles_with_calls() if self.action == "retrieve" else cycle_list()
 
     def get_serializer_class(self) -> type[CycleSerializer]:
         return CycleDetailSerializer if self.action == "retrieve" else CycleSerializer
@@ -128,7 +129,7 @@ def _included(request: Request, allowed: tuple[str, ...]) -> set[str]:
 
 
 def _explained(cycle: SchedulingCycle) -> Any:
-    return selectors.cycle_explanation(cycle=cycle)
+    return cycle_explanation(cycle=cycle)
 
 
 class CycleCsvExport(_CycleExport):
@@ -206,7 +207,7 @@ class WhyView(APIView):
         cycle = selectors.cycle_latest_for_pod(**query.validated_data)
         if cycle is None:
             raise NotFound("no recorded cycle for this pod")
-        explanation = selectors.cycle_explanation(cycle=cycle)
+        explanation = cycle_explanation(cycle=cycle)
         cycle_data = CycleSerializer(cycle, context={"request": request}).data
         return Response({"cycle": cycle_data, "explanation": ExplanationSerializer(explanation).data})
 

@@ -25,8 +25,8 @@ from typing import NamedTuple
 
 from django.conf import settings
 
-from dashboard import metrics
-from dashboard.extender.runtime import get_runtime
+from dashboard.extender import metrics
+from dashboard.runtime import get_runtime
 from dashboard.spool import SPOOL_APPEND_FAILURES
 from scheduler_core import wire
 from scheduler_core.record import encode_event

@@ -18,6 +18,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from dashboard.models import NodeTally, SchedulingCycle, VerbCall, call_data
+from dashboard.runtime import configured_profiles, running_runtime
 
 PAGE_SIZE = 50
 HISTORY_COLUMNS = (
@@ -98,16 +99,6 @@ def history_newer(
 ) -> list[SchedulingCycle]:
     """Rows recorded after ``after_id`` (ids grow with insertion, so late-ingested cycles count too)."""
     return list(queryset.only(*HISTORY_COLUMNS).filter(id__gt=after_id).order_by("-started_at", "-id")[:limit])
-
-
-def cycle_with_calls(*, cycle_id: int) -> tuple[SchedulingCycle, list[VerbCall]] | None:
-    cycle = SchedulingCycle.objects.filter(pk=cycle_id).first()
-    if cycle is None:
-        return None
-    calls = list(cycle.calls.order_by("started_at", "id"))
-    for call in calls:
-        call.__dict__["siblings"] = calls  # a prioritize body may refer to the filter call (dashboard.packing)
-    return cycle, calls
 
 
 # --- nodes ---------------------------------------------------------------------------------------------
@@ -350,9 +341,7 @@ class ProcessTraffic:
 
 def process_traffic() -> list[ProcessTraffic] | None:
     """This process's in-memory snapshots, without starting the runtime; ``None`` when it is not running."""
-    from dashboard.extender import runtime as runtime_module
-
-    runtime = runtime_module._runtime
+    runtime = running_runtime()
     if runtime is None:
         return None
     now = timezone.now().timestamp()
@@ -474,3 +463,8 @@ def spool_depth() -> tuple[int | None, str]:
 
 def newest_cycle() -> datetime | None:
     return SchedulingCycle.objects.order_by("-started_at", "-id").values_list("started_at", flat=True).first()
+
+
+def profile_descriptions() -> dict[str, dict[str, Any]]:
+    """The profiles this deployment serves, described as plain data (read again when the file changes)."""
+    return {name: profile.describe() for name, profile in configured_profiles().items()}

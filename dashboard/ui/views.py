@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
-import os
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
@@ -18,26 +16,13 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from dashboard.models import NodeMode, Outcome, SchedulingCycle
+from dashboard.selectors import cycle_and_calls
 from dashboard.ui import presenters, selectors
 from dashboard.ui.shared import CycleFilterSet, explanation_lines
 from dashboard.ui.whatif import parse_what_if, recorded_scenario
 from scheduler_core.replay import RecordedInputs, compare, replay
 
 POLL_SECONDS = 5
-
-
-@functools.lru_cache(maxsize=4)
-def _profiles_at(path: str, mtime: float) -> dict[str, dict[str, Any]]:
-    from dashboard.extender.runtime import load_runtime_profiles
-
-    return {name: profile.describe() for name, profile in load_runtime_profiles().items()}
-
-
-def configured_profiles() -> dict[str, dict[str, Any]]:
-    """The profiles this deployment serves, described as plain data (re-read when the file changes)."""
-    path = settings.SCHEDLENS_CONFIG
-    mtime = os.stat(path).st_mtime if path and os.path.exists(path) else 0.0
-    return _profiles_at(path, mtime)
 
 
 def _filterset(request: HttpRequest) -> CycleFilterSet:
@@ -80,7 +65,7 @@ def history(request: HttpRequest) -> HttpResponse:
         "first_page": before is None,
         "poll_seconds": POLL_SECONDS,
         "outcomes": Outcome.choices,
-        "profiles": sorted(configured_profiles()),
+        "profiles": sorted(selectors.profile_descriptions()),
         "now": timezone.now(),
     }
     return render(request, "dashboard/history.html", context)
@@ -102,11 +87,11 @@ def history_new_rows(request: HttpRequest) -> HttpResponse:
 
 
 def _decision(pk: int) -> presenters.Decision:
-    found = selectors.cycle_with_calls(cycle_id=pk)
+    found = cycle_and_calls(cycle_id=pk)
     if found is None:
         raise Http404("no such scheduling cycle")
     cycle, calls = found
-    return presenters.build_decision(cycle, calls, configured_profiles().get(cycle.profile))
+    return presenters.build_decision(cycle, calls, selectors.profile_descriptions().get(cycle.profile))
 
 
 def _why_not(decision: presenters.Decision, node: str) -> tuple[presenters.WhyNot | None, str]:
@@ -155,7 +140,7 @@ def why_not(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 def what_if(request: HttpRequest, pk: int) -> HttpResponse:
     view = _decision(pk)
-    profiles: Mapping[str, dict[str, Any]] = configured_profiles()
+    profiles: Mapping[str, dict[str, Any]] = selectors.profile_descriptions()
     inputs = RecordedInputs.from_records(view.filter_record, view.prioritize_record, view.filter_plugins)
     # "Before" answers on the scale the cycle answered on, so it shows what kube-scheduler received.
     recorded_scale = inputs.answer_scale if inputs.prioritize is not None else None

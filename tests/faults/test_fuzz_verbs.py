@@ -434,7 +434,7 @@ def test_the_views_answer_any_body_and_content_type_with_a_4xx_or_a_200(
 
 @pytest.fixture
 def runtime_for_fuzz(settings, tmp_path, monkeypatch):
-    from dashboard.extender import runtime as runtime_module
+    from dashboard import runtime as runtime_module
 
     settings.SCHEDLENS_SPOOL_DIR = tmp_path / "view-spool"
     settings.SCHEDLENS_INGEST_IN_PROCESS = False

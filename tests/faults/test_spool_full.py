@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from dashboard.extender import runtime as runtime_module
+from dashboard import runtime as runtime_module
 from scheduler_core.record import decode_event
 from tests.conftest import traffic_store
 from tests.faults.services import Gunicorn, tmpfs, wait_for

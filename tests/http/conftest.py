@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard.extender import runtime as runtime_module
+from dashboard import runtime as runtime_module
 from tests.conftest import traffic_store
 
 

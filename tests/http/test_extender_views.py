@@ -92,7 +92,7 @@ def test_bind_in_demo_mode_answers_success_and_says_it_was_simulated(client, run
 def test_bind_in_demo_mode_refuses_a_node_the_demo_cluster_does_not_have(client, settings, tmp_path, monkeypatch):
     from django.core.management import call_command
 
-    from dashboard.extender import runtime as runtime_module
+    from dashboard import runtime as runtime_module
 
     cluster_file = tmp_path / "cluster.json"
     call_command("simulate", nodes=3, write_cluster=str(cluster_file))

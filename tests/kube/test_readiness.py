@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from dashboard.extender import runtime as runtime_module
+from dashboard import runtime as runtime_module
 from scheduler_core.cluster import FileCluster, StaticCluster
 from scheduler_core.kube_cache import KubernetesCluster
 from tests.fake_kube_api import FakeKubeAPI, api_client_for, write_kubeconfig

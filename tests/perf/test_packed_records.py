@@ -6,7 +6,7 @@ import msgspec
 import pytest
 from django.db import connection
 
-from dashboard.api.selectors import cycle_with_calls
+from dashboard.selectors import cycles_with_calls
 from dashboard.models import VerbCall
 from dashboard.packing import BODY_FORMAT, PACK_KEY, PackedDict, pack, unpack
 from dashboard.services.audit import audit_chain_verify
@@ -77,7 +77,7 @@ def test_a_prioritize_body_refers_to_its_filter_and_reads_back_alone_or_with_its
     prioritize = VerbCall.objects.get(verb="prioritize")
     expected = msgspec.to_builtins(events[1].prioritize) | {"node_mode": "names"}
     assert prioritize.record == expected  # alone: the filter call is looked up
-    calls = list(cycle_with_calls().get().calls.all())  # with its cycle: read from the prefetched calls
+    calls = list(cycles_with_calls().get().calls.all())  # with its cycle: read from the prefetched calls
     assert {c.verb: c.record for c in calls}["prioritize"] == expected
 
 

@@ -20,7 +20,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from dashboard.extender import runtime as runtime_module
+from dashboard import runtime as runtime_module
 from dashboard.tasks import prefetch_traffic
 from dashboard.traffic.models import RefreshStatus, TrafficRefresh
 from dashboard.traffic.snapshots import Keys, query_key, query_to_dict

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from dashboard.extender import runtime as runtime_module
+from dashboard import runtime as runtime_module
 from dashboard.tasks import prefetch_traffic
 from dashboard.traffic.models import TrafficRefresh
 from dashboard.traffic.snapshots import query_key, query_to_dict

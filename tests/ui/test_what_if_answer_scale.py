@@ -10,7 +10,8 @@ import pytest
 from django.urls import reverse
 
 from dashboard.models import SchedulingCycle
-from dashboard.ui import presenters, selectors
+from dashboard.selectors import cycle_and_calls
+from dashboard.ui import presenters
 from scheduler_core.answer import DEFAULT_ANSWER_SCALE
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.profiles import load_profiles
@@ -61,7 +62,7 @@ def answers(body: str) -> dict[str, tuple[str, str]]:
 
 def recorded(cycle: SchedulingCycle) -> tuple[list[str], list[float], list[int]]:
     """The cycle's prioritize record as the dashboard reads it back: nodes, final scores, answers."""
-    found = selectors.cycle_with_calls(cycle_id=cycle.pk)
+    found = cycle_and_calls(cycle_id=cycle.pk)
     assert found is not None
     prioritize = presenters.build_decision(*found, None).prioritize_record
     assert prioritize is not None

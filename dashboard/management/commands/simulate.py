@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from dashboard.extender.runtime import load_runtime_profiles
+from dashboard.runtime import configured_profiles
 from scheduler_core.profiles import ProfileError
 from scheduler_core.simulator import ExtenderClient, KubeSchedulerSimulator, make_cluster
 
@@ -44,7 +44,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["list_profiles"]:
             try:
-                names = list(load_runtime_profiles())
+                names = list(configured_profiles())
             except (ProfileError, OSError) as exc:
                 raise CommandError(f"the profiles cannot be read: {exc}") from None
             self.stdout.write("\n".join(names))

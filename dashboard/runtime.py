@@ -1,20 +1,23 @@
-"""The per-process runtime the extender views use: profiles, traffic, cluster view, binder and spool.
+"""This process's runtime: the configured profiles, cluster view, traffic store, binder and spool.
 
-Built once per process on first use (after gunicorn forks, so background threads live in the worker that
-uses them). Profiles are validated at start-up by ``DashboardConfig``-independent ``load_runtime_profiles``
-so a bad file stops the process with a message naming profile, plugin and field.
+A neutral module: the extender verbs, the UI, the API, Celery, the health and metrics views and the system
+checks all read the configured profiles and the running runtime from here, and it imports none of them (nor
+any service that writes the database), so the verbs' process depends on nothing above it.
+
+The runtime is built once per process on first use (after gunicorn forks, so background threads live in the
+worker that uses them). A bad profile file stops the process with a message naming profile, plugin and field.
+What else runs beside it in a web process (the in-process ingester) is started by the WSGI wiring.
 """
 
 from __future__ import annotations
 
-import logging
+import functools
+import os
 import threading
-import time
 from pathlib import Path
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import close_old_connections
 
 from dashboard.spool import Spool
 from dashboard.traffic.view import build_inputs
@@ -26,11 +29,22 @@ from scheduler_core.traffic.store import BackgroundRefresher, TrafficStore
 from scheduler_core.traffic.synthetic import SyntheticTrafficSource
 from scheduler_core.verbs import Extender
 
-log = logging.getLogger(__name__)
 
+def configured_profiles() -> dict[str, Profile]:
+    """The profiles of ``SCHEDLENS_CONFIG`` (or the embedded default), validated; raises ``ProfileError``.
 
-def load_runtime_profiles() -> dict[str, Profile]:
+    Read again when the file changes, so the UI and the API describe what an edited file says (the verbs'
+    runtime keeps the profiles it started with until it restarts).
+    """
     path = settings.SCHEDLENS_CONFIG
+    if not path:
+        return dict(_profiles_in("", 0, 0))
+    stat = os.stat(path)  # a missing file raises OSError, as reading it would
+    return dict(_profiles_in(path, stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=4)
+def _profiles_in(path: str, mtime_ns: int, size: int) -> dict[str, Profile]:
     text = Path(path).read_text(encoding="utf-8") if path else None
     return load_profiles(text)
 
@@ -72,7 +86,7 @@ def _binder(cluster: ClusterView) -> Binder:
 
 class Runtime:
     def __init__(self) -> None:
-        self.profiles = load_runtime_profiles()
+        self.profiles = configured_profiles()
         self.cluster = _cluster()
         self.traffic = TrafficStore()
         self.spool = Spool(settings.SCHEDLENS_SPOOL_DIR)
@@ -107,20 +121,6 @@ class Runtime:
         # then score neutrally and say why) and never blocks start-up for longer than its timeout.
         self.refresher.refresh_once()
         self.refresher.start()
-        if settings.SCHEDLENS_INGEST_IN_PROCESS:
-            threading.Thread(target=self._ingest_forever, name="schedlens-ingest", daemon=True).start()
-
-    def _ingest_forever(self) -> None:
-        from dashboard.services.cycles import spool_ingest
-
-        while True:
-            try:
-                spool_ingest(spool=self.spool)
-            except Exception:  # The database may be down: records stay in the spool until it returns.
-                log.warning("spool ingest failed; will retry", exc_info=True)
-            finally:
-                close_old_connections()
-            time.sleep(settings.SCHEDLENS_INGEST_INTERVAL)
 
 
 _lock = threading.Lock()
@@ -135,4 +135,9 @@ def get_runtime() -> Runtime:
                 runtime = Runtime()
                 runtime.start()
                 _runtime = runtime
+    return _runtime
+
+
+def running_runtime() -> Runtime | None:
+    """The runtime if this process has built one, without building it (the UI shows it only where it runs)."""
     return _runtime

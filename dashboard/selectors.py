@@ -1,0 +1,85 @@
+"""Reads of recorded cycles shared by the dashboard, the audit API, pod Events and the commands.
+
+One place for what they must agree on: which calls a cycle has, in which order, and how a cycle is explained
+(the same ``scheduler_core.explain`` with the same profile window everywhere a person reads an explanation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from typing import Any
+
+import msgspec
+from django.db.models import Prefetch, QuerySet
+
+from dashboard.models import SchedulingCycle, VerbCall
+from dashboard.runtime import configured_profiles
+from scheduler_core.explain import Explanation, explain
+from scheduler_core.profiles import ProfileError
+from scheduler_core.recompute import Mismatch, recompute_explanation
+
+TRAFFIC_PLUGIN = "NetworkTraffic"
+
+
+def cycle_list() -> QuerySet[SchedulingCycle]:
+    # candidate_nodes is kilobytes per 1000-node cycle and only ever filtered on.
+    return SchedulingCycle.objects.defer("candidate_nodes")
+
+
+def cycles_with_calls() -> QuerySet[SchedulingCycle]:
+    """Cycles with their calls prefetched in the order they were made."""
+    calls = Prefetch("calls", queryset=VerbCall.objects.order_by("started_at", "id"))
+    return cycle_list().prefetch_related(calls)
+
+
+def cycle_and_calls(*, cycle_id: int) -> tuple[SchedulingCycle, list[VerbCall]] | None:
+    """One cycle and its calls in order, each call able to read a sibling its stored body refers to."""
+    cycle = SchedulingCycle.objects.filter(pk=cycle_id).first()
+    if cycle is None:
+        return None
+    calls = list(cycle.calls.order_by("started_at", "id"))
+    for call in calls:
+        call.__dict__["siblings"] = calls  # a prioritize body may refer to its cycle's filter call
+    return cycle, calls
+
+
+def _traffic_window_minutes(profile_name: str) -> int | None:
+    """The profile's current ``timeRangeInMinutes`` (the record does not carry it); None when unknown."""
+    try:
+        profile = configured_profiles().get(profile_name)
+    except (ProfileError, OSError):
+        return None
+    window = profile.plugin_args.get(TRAFFIC_PLUGIN, {}).get("timeRangeInMinutes") if profile else None
+    return window if isinstance(window, int) else None
+
+
+def cycle_explanation(*, cycle: SchedulingCycle) -> Explanation:
+    """Explain a cycle from its calls (prefetched by ``cycles_with_calls``)."""
+    records = {call.verb: call.record for call in cycle.calls.all() if call.http_status == 200}
+    return records_explanation(records=records, chosen_node=cycle.chosen_node, error=cycle.error, profile=cycle.profile)
+
+
+def records_explanation(*, records: Mapping[str, Any], chosen_node: str, error: str, profile: str) -> Explanation:
+    """Explain a cycle from its answered calls' records by verb (as ``cycle_explanation`` collects them)."""
+    return explain(
+        filter_record=records.get("filter"),
+        prioritize_record=records.get("prioritize"),
+        chosen_node=chosen_node,
+        error=error,
+        traffic_window_minutes=_traffic_window_minutes(profile),
+    )
+
+
+def cycle_explanations_recomputed(
+    *, started_after: datetime | None = None, limit: int | None = None, chunk_size: int = 200
+) -> Iterator[tuple[SchedulingCycle, list[Mismatch]]]:
+    """Each cycle (oldest first) with what its explanation, as the audit API serves it, fails to add up to."""
+    cycles = cycles_with_calls().order_by("started_at", "id")
+    if started_after is not None:
+        cycles = cycles.filter(started_at__gte=started_after)
+    if limit is not None:
+        cycles = cycles[:limit]
+    for cycle in cycles.iterator(chunk_size=chunk_size):
+        served = msgspec.json.decode(msgspec.json.encode(cycle_explanation(cycle=cycle)))  # the JSON an auditor reads
+        yield cycle, recompute_explanation(served)
