@@ -5,7 +5,7 @@ its cycle: only there are the cycle's filter and prioritize records together (an
 verb) and its id known, for the link. When kube-scheduler bound the pod itself, by the placement watcher
 (``dashboard.placements.services``) once the observation concludes the cycle. Never on a verb's request path:
 they only put a job in a bounded queue; one daemon thread per process computes the summary
-(``scheduler_core.explain``) and writes the Event through ``scheduler_core.kube_api.KubernetesEventWriter`` with a
+(``scheduler_core.explain``) and writes the Event through ``scheduler_core.kube_events.KubernetesEventWriter`` with a
 short timeout. A full queue, a refusing or slow API server drops the Event and counts it in
 ``schedlens_pod_events_dropped_total{reason}``; each failure kind is logged once per process, nothing is raised.
 
@@ -181,7 +181,8 @@ class PodEventEmitter:
 
 
 def _kubernetes_writer() -> EventWriter | None:
-    from scheduler_core.kube_api import KubeConfigError, KubernetesEventWriter, load_api_client
+    from scheduler_core.kube_api import KubeConfigError, load_api_client
+    from scheduler_core.kube_events import KubernetesEventWriter
 
     try:
         api_client = load_api_client()

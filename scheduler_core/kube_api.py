@@ -1,6 +1,7 @@
 """Adapter to the Kubernetes API server.
 
-The only module in schedlens that imports the official ``kubernetes`` package. Two things live here:
+With ``kube_watch`` (list + watch) and ``kube_events`` (Events about pods), the only modules in schedlens that
+import the official ``kubernetes`` package. Two things live here:
 
 * :func:`load_api_client` finds a configuration (in-cluster service account, else a kubeconfig)
   or says there is none by returning ``None``;
@@ -33,7 +34,7 @@ from kubernetes.config.incluster_config import InClusterConfigLoader
 
 from scheduler_core.binding import BindOutcome
 
-__all__ = ["KubeConfigError", "KubernetesBinder", "KubernetesEventWriter", "load_api_client"]
+__all__ = ["KubeConfigError", "KubernetesBinder", "is_timeout", "load_api_client", "read_raw", "with_bounded_retries"]
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +145,7 @@ class KubernetesBinder:
             raise ValueError("timeout_seconds must be positive")
         self._timeout = float(timeout_seconds)
         self._max_throttle_wait = max(0.0, float(max_throttle_wait_seconds))
-        self._api_client = _with_bounded_retries(api_client)
+        self._api_client = with_bounded_retries(api_client)
         self._core = client.CoreV1Api(self._api_client)
 
     def close(self) -> None:
@@ -175,7 +176,7 @@ class KubernetesBinder:
                 response = self._core.create_namespaced_pod_binding(
                     name, namespace, body, _preload_content=False, _request_timeout=remaining
                 )
-                status, _ = _read_raw(response)
+                status, _ = read_raw(response)
                 return BindOutcome(error="", detail="bound", status=status)
             except ApiException as exc:
                 status = exc.status if isinstance(exc.status, int) else 0
@@ -199,7 +200,7 @@ class KubernetesBinder:
                     return self._after_conflict(namespace, name, uid, node, message, deadline)
                 return _failure_for_status(status, reason, message)
             except (urllib3.exceptions.HTTPError, OSError) as exc:
-                if _is_timeout(exc):
+                if is_timeout(exc):
                     return self._timed_out(throttled)
                 if _is_dropped(exc) and dropped == 0 and deadline - time.monotonic() > 0.5:
                     # The connection broke before an answer. Retrying is safe: if the first attempt did bind,
@@ -279,7 +280,7 @@ class KubernetesBinder:
             response = self._core.read_namespaced_pod(
                 name, namespace, _preload_content=False, _request_timeout=remaining
             )
-            _, data = _read_raw(response)
+            _, data = read_raw(response)
             pod = json.loads(data)
         except ApiException as exc:
             if exc.status == 404:
@@ -287,7 +288,7 @@ class KubernetesBinder:
             reason, _ = _status_of(exc)
             return None, f"{exc.status} {reason}".strip()
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            return None, "timeout" if _is_timeout(exc) else _describe(exc)
+            return None, "timeout" if is_timeout(exc) else _describe(exc)
         except ValueError:
             return None, "the pod read back was not JSON"
         if not isinstance(pod, dict):
@@ -299,88 +300,12 @@ class KubernetesBinder:
 # Events on pods
 # ----------------------------------------------------------------------------
 
-NOTE_LIMIT_BYTES: Final = 1024
-"""Kubernetes refuses an ``events.k8s.io/v1`` Event whose ``note`` is longer than 1 kB."""
-
-
-def _truncate_utf8(text: str, limit: int) -> str:
-    data = text.encode()
-    if len(data) <= limit:
-        return text
-    return data[: limit - 3].decode("utf-8", "ignore") + "..."
-
-
-def _micro_time(now: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
-
-
-class KubernetesEventWriter:
-    """Writes one ``events.k8s.io/v1`` Event about a pod, within ``timeout_seconds``; never raises for the API.
-
-    :meth:`create` returns "" when the Event was created, else a short failure *kind* (``"403"``, ``"timeout"``,
-    ``"unreachable"``...) for the caller to count and log once.
-    """
-
-    def __init__(self, api_client: client.ApiClient, *, timeout_seconds: float = 2.0) -> None:
-        if timeout_seconds <= 0:
-            raise ValueError("timeout_seconds must be positive")
-        self._timeout = float(timeout_seconds)
-        self._api_client = _with_bounded_retries(api_client)
-        self._events = client.EventsV1Api(self._api_client)
-
-    def close(self) -> None:
-        self._api_client.close()  # type: ignore[no-untyped-call]
-
-    def create(
-        self,
-        *,
-        namespace: str,
-        name: str,
-        uid: str,
-        note: str,
-        reason: str,
-        action: str,
-        controller: str,
-        instance: str,
-        event_type: str = "Normal",
-    ) -> str:
-        now = time.time()
-        body: dict[str, Any] = {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {"name": f"{name}.{int(now * 1e9):x}"[:253], "namespace": namespace},
-            "eventTime": _micro_time(now),
-            "type": event_type,
-            "reason": reason,
-            "action": action,
-            "note": _truncate_utf8(note, NOTE_LIMIT_BYTES),
-            "reportingController": controller,
-            "reportingInstance": instance[:128],
-            "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": uid},
-        }
-        try:
-            # A plain dict body is sent as is (the typed model would only be serialised back to the same JSON).
-            response = self._events.create_namespaced_event(
-                namespace,
-                body,  # type: ignore[arg-type]
-                _preload_content=False,
-                _request_timeout=self._timeout,
-            )
-            _read_raw(response)
-            return ""
-        except ApiException as exc:
-            status = exc.status if isinstance(exc.status, int) else 0
-            return str(status) if status else "unreachable"
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            return "timeout" if _is_timeout(exc) else "unreachable"
-
-
 # ----------------------------------------------------------------------------
 # Module helpers
 # ----------------------------------------------------------------------------
 
 
-def _with_bounded_retries(api_client: client.ApiClient) -> client.ApiClient:
+def with_bounded_retries(api_client: client.ApiClient) -> client.ApiClient:
     """A private client with the caller's configuration but without urllib3's hidden retries.
 
     urllib3 retries idempotent requests (our pod GET) up to three times on read timeouts, each
@@ -401,7 +326,7 @@ def _with_bounded_retries(api_client: client.ApiClient) -> client.ApiClient:
     return own
 
 
-def _read_raw(response: object) -> tuple[int, bytes]:
+def read_raw(response: object) -> tuple[int, bytes]:
     """Status and body of a raw (``_preload_content=False``) response; releases the connection."""
     if not isinstance(response, urllib3.BaseHTTPResponse):
         raise TypeError(f"expected a raw urllib3 response, got {type(response).__name__}")
@@ -487,9 +412,9 @@ def _first_line(text: object) -> str:
     return lines[0] if lines else ""
 
 
-def _is_timeout(exc: BaseException) -> bool:
+def is_timeout(exc: BaseException) -> bool:
     if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
-        return _is_timeout(exc.reason)
+        return is_timeout(exc.reason)
     if isinstance(exc, urllib3.exceptions.NewConnectionError):  # subclasses ConnectTimeoutError in urllib3 2
         return False
     return isinstance(exc, (urllib3.exceptions.TimeoutError, TimeoutError))

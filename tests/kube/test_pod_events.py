@@ -17,10 +17,10 @@ import pytest
 from prometheus_client import REGISTRY
 
 from dashboard import pod_events
-from dashboard.selectors import cycle_explanation, cycles_with_calls
 from dashboard.models import Outcome
+from dashboard.selectors import cycle_explanation, cycles_with_calls
 from scheduler_core.binding import BindOutcome
-from scheduler_core.kube_api import KubernetesEventWriter
+from scheduler_core.kube_events import KubernetesEventWriter
 from scheduler_core.verbs import Extender
 from tests.api.conftest import T0, TRAFFIC, KubeScheduler
 from tests.fake_kube_api import FakeKubeAPI, api_client_for
