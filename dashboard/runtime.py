@@ -49,7 +49,7 @@ def _profiles_in(path: str, mtime_ns: int, size: int) -> dict[str, Profile]:
     return load_profiles(text)
 
 
-def _cluster() -> ClusterView:
+def cluster_from_settings() -> ClusterView:
     """The node view (SCHEDLENS_CLUSTER_SOURCE): the demo file, a watching node cache, or nothing."""
     source = settings.SCHEDLENS_CLUSTER_SOURCE
     if source == "file" or (source == "auto" and settings.SCHEDLENS_CLUSTER_FILE):
@@ -87,7 +87,7 @@ def _binder(cluster: ClusterView) -> Binder:
 class Runtime:
     def __init__(self) -> None:
         self.profiles = configured_profiles()
-        self.cluster = _cluster()
+        self.cluster = cluster_from_settings()
         self.traffic = TrafficStore()
         self.spool = Spool(settings.SCHEDLENS_SPOOL_DIR)
         self.extender = Extender(

@@ -141,13 +141,18 @@ def _decode(record: Mapping[str, Any] | None, kind: type[_Record]) -> _Record | 
         return None
 
 
+def contribution(normalized: float, weight: int, applicable_weight: int) -> float:
+    """Points a score adds to a node's final score (here and on the decision page): score × weight / Σ weights."""
+    return normalized * weight / applicable_weight if applicable_weight else 0.0
+
+
 def _terms(prioritize: PrioritizeRecord, index: int, node: str, traffic: TrafficColumn | None) -> tuple[ScoreTerm, ...]:
     total_weight = sum(p.weight for p in prioritize.plugins if p.applicable)
     terms: list[ScoreTerm] = []
     for plugin in prioritize.plugins:
         normalized = plugin.scores[index] if index < len(plugin.scores) else 0.0
         weighted = normalized * plugin.weight
-        share = weighted / total_weight if plugin.applicable and total_weight else 0.0
+        share = contribution(normalized, plugin.weight, total_weight) if plugin.applicable else 0.0
         raw = plugin.raw[index] if index < len(plugin.raw) else None
         note = plugin.notes.get(node, "") or ("" if plugin.applicable else plugin.note)
         term = ScoreTerm(

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dashboard.models import Outcome, SchedulingCycle, VerbCall
-from scheduler_core.explain import Explanation, NodeExplanation, explain
+from scheduler_core.explain import Explanation, NodeExplanation, contribution, explain
 from scheduler_core.figures import TrafficFigures
 from scheduler_core.units import human_bytes
 
@@ -194,7 +194,9 @@ def build_decision(
                 value = p["scores"][index] if index < len(p["scores"]) else None
                 raw = p["raw"][index] if index < len(p.get("raw", [])) else None
                 points = (
-                    value * p["weight"] / total_weight if applicable and total_weight and value is not None else None
+                    contribution(value, p["weight"], total_weight)
+                    if applicable and total_weight and value is not None
+                    else None
                 )
                 # A plugin that did not apply says why once, in its note (scheduler_core.engine), as explain reads it.
                 note = p.get("notes", {}).get(name, "") or ("" if applicable else p.get("note", ""))

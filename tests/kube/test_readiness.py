@@ -70,7 +70,7 @@ def test_the_cluster_file_wins_in_auto_mode(settings, tmp_path: Path) -> None:
     settings.SCHEDLENS_CLUSTER_SOURCE = "auto"
     settings.SCHEDLENS_CLUSTER_FILE = str(tmp_path / "cluster.json")
 
-    assert isinstance(runtime_module._cluster(), FileCluster)
+    assert isinstance(runtime_module.cluster_from_settings(), FileCluster)
 
 
 def test_auto_mode_watches_the_cluster_a_kubeconfig_names(
@@ -80,7 +80,7 @@ def test_auto_mode_watches_the_cluster_a_kubeconfig_names(
     settings.SCHEDLENS_CLUSTER_SOURCE = "auto"
     settings.SCHEDLENS_CLUSTER_FILE = ""
 
-    view = runtime_module._cluster()
+    view = runtime_module.cluster_from_settings()
     try:
         assert isinstance(view, KubernetesCluster)
         assert view.wait_synced(10)
@@ -93,7 +93,7 @@ def test_auto_mode_without_any_kubernetes_configuration_has_no_node_view(setting
     settings.SCHEDLENS_CLUSTER_SOURCE = "auto"
     settings.SCHEDLENS_CLUSTER_FILE = ""
 
-    view = runtime_module._cluster()
+    view = runtime_module.cluster_from_settings()
 
     assert isinstance(view, StaticCluster)
     assert view.node_names() == []
@@ -104,4 +104,4 @@ def test_kubernetes_mode_without_a_configuration_stops_the_process_with_a_messag
     settings.SCHEDLENS_CLUSTER_FILE = ""
 
     with pytest.raises(ImproperlyConfigured, match="no Kubernetes configuration"):
-        runtime_module._cluster()
+        runtime_module.cluster_from_settings()
