@@ -77,7 +77,7 @@ class StrictBooleanFilter(filters.BooleanFilter):
 LISTED_BELOW_SHARE = 0.005
 """A node considered by fewer than this share of the cycles (its ``NodeTally.considered`` against the table's row
 estimate) has its cycles listed from its postings first; a more common one is checked cycle by cycle as the
-newest-first walk meets them (at 0.5 %, ~10,000 rows walked for a page of 51)."""
+newest-first walk meets them (a walk that, at this share, stays within a few hundred rows per row listed)."""
 
 
 class _Considered(Func):

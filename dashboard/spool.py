@@ -117,8 +117,8 @@ class Spool:
         # only a power loss can drop the last commits, and an fsync per verb would cost milliseconds.
         conn.execute("PRAGMA synchronous=NORMAL")
         # No connection checkpoints on commit: SQLite's automatic checkpoint (every 1000 WAL pages, i.e. every few
-        # dozen 1000-node records) would copy the WAL into the database inside a verb's append, a 10 ms stall at
-        # the p99. A background thread per process checkpoints instead (``_checkpoint_forever``).
+        # dozen 1000-node records) would copy the WAL into the database inside a verb's append, a stall that
+        # shows at the p99. A background thread per process checkpoints instead (``_checkpoint_forever``).
         conn.execute("PRAGMA wal_autocheckpoint=0")
         # Each gunicorn thread keeps its own connection, and SQLite's default page cache (2 MiB) fills up with
         # pages that appends never read again. Appends and the ingester's sequential reads need only a few pages.

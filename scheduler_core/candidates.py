@@ -24,7 +24,7 @@ MAX_LISTS = 16
 """Distinct lists remembered, the least recently used dropped first (a churning cluster brings new ones).
 
 A steady cluster needs a handful: kube-scheduler's list for filter, and one per filter outcome for prioritize.
-Each list keeps at most ``SHARED_COLUMNS`` columns, typically 1–2 MB in all at 5000 nodes."""
+Each list keeps at most ``SHARED_COLUMNS`` columns, so the memory held is bounded by lists × columns × nodes."""
 MAX_NAMES_BYTES = 4 << 20
 """A list longer than this (about 100,000 names) is decoded every time rather than kept."""
 

@@ -76,8 +76,8 @@ class InMemoryBindLog:
 
     Every verb call reads the recent binds (thousands at sustained rates: 200 pods/s over 15 s is 3000), so the log
     keeps them ready as one immutable :class:`RecentBinds`, its node names numbered: a new bind appends to it (a copy
-    of two arrays and a tuple, microseconds) and a call takes it as it is. Building it from the binds, as every call
-    once did, cost ~0.2 ms at 3000 binds and finding their candidate positions by name another ~0.1 ms.
+    of two arrays and a tuple) and a call takes it as it is, instead of building it from the binds and finding
+    their candidate positions by name on every call.
     """
 
     def __init__(self, horizon_seconds: float, *, default_decay_seconds: float | None = None) -> None:
@@ -191,8 +191,8 @@ class HerdEstimator:
         position in the binds' order (``bincount`` adds in input order), so the sums are those of a loop per node.
 
         In whole bytes (rounded half to even): an estimate has no use for a fraction of a byte, and the record keeps
-        these per node for every prioritize, where a decayed sum's 17 significant digits cost ~3 KB per 1000-node
-        call more than its 9 to 10.
+        these per node for every prioritize, where a decayed sum's 17 significant digits would cost bytes per node
+        that tell nobody anything.
         """
         if not self.enabled:
             return np.zeros(size)

@@ -2,9 +2,9 @@
 
 Every bind is appended to a Redis stream (``XADD``: node, pod, time). Each process keeps a mirror of the last
 ``horizon`` seconds (:class:`scheduler_core.herd.InMemoryBindLog`) and reads only the entries appended since its
-last read (``XRANGE`` from that entry's id, exclusive), in the same pipeline as its snapshots. At 200 pods/s a
-15-second horizon holds 3000 binds: reading them all on every call, as the verbs once did from a sorted set, cost
-~23 ms per prioritize; reading the few new ones costs tens of microseconds. Stream ids are assigned by Redis in
+last read (``XRANGE`` from that entry's id, exclusive), in the same pipeline as its snapshots. At a busy
+scheduler's rate a horizon holds thousands of binds, too many to read on every call; the few new ones are cheap
+to read. Stream ids are assigned by Redis in
 order, so a bind appended late (a placement watcher, another replica's clock) is never skipped.
 
 A pod recorded twice (the ``bind`` verb, then a placement watcher seeing the same bind) counts once: the mirror

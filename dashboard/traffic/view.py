@@ -202,7 +202,7 @@ class RedisTrafficView:
             return None
         data = raw if isinstance(raw, bytes) else str(raw).encode()
         # The same snapshot is read by every call until the next refresh: decoded once (a 5000-node snapshot is
-        # ~150 KiB), and the same object each time, so per-node columns of it are kept with the candidate list.
+        # a large value), and the same object each time, so per-node columns of it are kept with the candidate list.
         last = self._decoded.get(query)
         if last is not None and last[0] == data:
             return last[1]
