@@ -1,8 +1,9 @@
 """A/B over HTTP: one kube-scheduler-like client per variant, pods alternated between them, on one machine at once.
 
-This VM's speed drifts by up to 2× over an hour, so two runs one after the other cannot show a 10 % change; runs
-side by side, pod by pod, see the same drift. Each variant is a schedlens under gunicorn (2 workers, as deployed)
-with its own spool, started from this checkout or another one (``checkout=``), with extra environment:
+This VM's speed drifts over an hour by more than the changes worth measuring, so two runs one after the other
+cannot show them; runs side by side, pod by pod, see the same drift. Each variant is a schedlens under gunicorn
+(2 workers, as deployed) with its own spool, started from this checkout or another one (``checkout=``), with extra
+environment:
 
     .venv/bin/python benchmarks/ab.py --nodes 1000 --pods 1000 \\
         --variant WEB_KEEPALIVE_LINGER_MS=0 --variant WEB_KEEPALIVE_LINGER_MS=5

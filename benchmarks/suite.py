@@ -1,6 +1,6 @@
 """``make bench``: the whole benchmark suite, written to ``benchmarks/results.md`` (machine, date, commands).
 
-    .venv/bin/python benchmarks/suite.py --quick   # ~12 minutes: fewer pods, 1-minute sustained runs, 100k cycles
+    .venv/bin/python benchmarks/suite.py --quick   # fewer pods, 1-minute sustained runs, 100k cycles
     .venv/bin/python benchmarks/suite.py --full    # the issue's figures: 10-minute sustained runs, 1,000,000 cycles
 
 Reuses the other scripts: ``load.py`` (kube-scheduler-like client, floors, sustained), ``record_path.py``,

@@ -81,8 +81,8 @@ def _ingest_steadily(directory: str, stop: object) -> None:
 
 def test_the_wal_starts_over_while_appends_and_ingest_never_pause(tmp_path: Path, monkeypatch) -> None:
     """Two appending processes and an ingester, as deployed: a PASSIVE checkpoint alone never catches up, so
-    SQLite never starts the WAL over and it grows past everything written (13 GB in a 10-minute benchmark run,
-    with the WAL index every process maps growing alongside)."""
+    SQLite never starts the WAL over and it grows past everything written (with the WAL index every process maps
+    growing alongside)."""
     import multiprocessing
     import time
 
@@ -117,6 +117,6 @@ def test_the_wal_starts_over_while_appends_and_ingest_never_pause(tmp_path: Path
                 process.join()
     written = 2 * count * size  # 48 MiB through the WAL
     assert [process.exitcode for process in [*writers, ingester]] == [0, 0, 0]
-    # Without the RESTART the WAL outgrows everything written (174 MB for these 48 MB); with it, it starts over
+    # Without the RESTART the WAL outgrows everything written; with it, it starts over
     # whenever the readers let it, which on 2 loaded cores can be seconds apart: so less than written, not a fraction.
     assert largest < written, f"the WAL reached {largest} bytes for {written} written"
