@@ -72,8 +72,8 @@ def record_templates(nodes: int, count: int) -> None:
     from scheduler_core.binding import SimulatedBinder
     from scheduler_core.cluster import StaticCluster
     from scheduler_core.profiles import load_profiles
-    from scheduler_core.record import decode_event, encode_event
     from scheduler_core.simulator import make_cluster, make_pod
+    from scheduler_core.spool_codec import decode_event, encode_event
     from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
     from scheduler_core.traffic.store import TrafficStore
     from scheduler_core.verbs import Extender
@@ -134,8 +134,8 @@ def bulk_load(total: int, *, span_days: int) -> float:
     from django.db import connection, transaction
 
     from dashboard.models import SchedulingCycle
-    from dashboard.packing import body_referring_to
-    from dashboard.services.audit import NodeCounts, _tallies_add, tally_call
+    from dashboard.services.node_tallies import NodeCounts, tallies_add, tally_call
+    from dashboard.storage.call_body import body_referring_to
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT * FROM dashboard_schedulingcycle ORDER BY id")
@@ -244,7 +244,7 @@ def bulk_load(total: int, *, span_days: int) -> float:
             total_tally.placements += tally.placements * times
             total_tally.last_seen_at = max(filter(None, [total_tally.last_seen_at, tally.last_seen_at]), default=None)
     with transaction.atomic():
-        _tallies_add(added)  # as the ingester counts (the times: the templates')
+        tallies_add(added)  # as the ingester counts (the times: the templates')
     with connection.cursor() as cursor:
         cursor.execute("SELECT setval(pg_get_serial_sequence('dashboard_schedulingcycle', 'id'), %s)", [cycle_id])
         cursor.execute("SELECT setval(pg_get_serial_sequence('dashboard_verbcall', 'id'), %s)", [call_id])

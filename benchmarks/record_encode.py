@@ -22,7 +22,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 
 from benchmarks.verbs import bodies, demo_extender
 from dashboard.spool import Spool
-from scheduler_core.record import encode_event
+from scheduler_core.spool_codec import encode_event
 
 WARM_UP = 10
 

@@ -74,8 +74,8 @@ def templates(count: int, nodes: int = 1000) -> list[list[bytes]]:
     from scheduler_core.cluster import StaticCluster
     from scheduler_core.herd import InMemoryBindLog
     from scheduler_core.profiles import load_profiles
-    from scheduler_core.record import encode_event
     from scheduler_core.simulator import make_cluster, make_pod
+    from scheduler_core.spool_codec import encode_event
     from scheduler_core.traffic.store import TrafficStore
     from scheduler_core.traffic.synthetic import SyntheticTrafficSource
     from scheduler_core.verbs import Extender
@@ -124,7 +124,7 @@ def templates(count: int, nodes: int = 1000) -> list[list[bytes]]:
 def backlog(cycle_templates: list[list[bytes]], cycles: int, spool_dir: Path) -> tuple[list[float], int]:
     """Append ``cycles`` cycles to a fresh spool; returns each append's time (ms) and the bytes appended."""
     from dashboard.spool import Spool
-    from scheduler_core.record import decode_event, encode_event
+    from scheduler_core.spool_codec import decode_event, encode_event
 
     spool = Spool(spool_dir)
     decoded = [[decode_event(raw) for raw in cycle] for cycle in cycle_templates]
@@ -223,11 +223,11 @@ def run(cycles: int, size_cycles: int, database_url: str | None = None) -> Recor
     from django.conf import settings
     from django.db import connection
 
-    from dashboard import packing
-    from dashboard.services import ingest_prepare
-    from dashboard.services.cycles import spool_ingest
-    from dashboard.services.preparing_processes import start_preparing_processes
+    from dashboard.services import new_calls
+    from dashboard.services.call_builders import start_call_builders
+    from dashboard.services.spool_ingest import spool_ingest
     from dashboard.spool import Spool
+    from dashboard.storage import packed_json
 
     workdir = Path(tempfile.mkdtemp(prefix="schedlens-record-"))
     cycle_templates = templates(max(cycles, size_cycles))  # every cycle its own, as a real backlog
@@ -244,28 +244,28 @@ def run(cycles: int, size_cycles: int, database_url: str | None = None) -> Recor
             )
 
     # Bytes as stored before packing (plain jsonb, TOAST's pglz, no binary body), on a small sample.
-    minimum = packing.MIN_PACKED_BYTES
-    packing.MIN_PACKED_BYTES = 1 << 62
-    ingest_prepare.STORE_BODIES = False
+    minimum = packed_json.MIN_PACKED_BYTES
+    packed_json.MIN_PACKED_BYTES = 1 << 62
+    new_calls.STORE_BODIES = False
     backlog(cycle_templates, size_cycles, workdir / "plain")
     spool_ingest(spool=Spool(workdir / "plain"), confirm_grace_seconds=0)
     plain = stored_sizes(size_cycles)
-    packing.MIN_PACKED_BYTES = minimum
-    ingest_prepare.STORE_BODIES = True
+    packed_json.MIN_PACKED_BYTES = minimum
+    new_calls.STORE_BODIES = True
     truncate()
 
     appends, spool_bytes = backlog(cycle_templates, cycles, workdir / "spool")
     spool = Spool(workdir / "spool")
-    # As ``ingest_spool --follow`` drains a backlog: its preparing processes are started (and set up) beforehand.
+    # As ``ingest_spool --follow`` drains a backlog: its builder processes are started (and set up) beforehand.
     processes = settings.SCHEDLENS_INGEST_PREPARERS
-    preparer = start_preparing_processes(processes) if processes else None
+    builders = start_call_builders(processes) if processes else None
     try:
         started = time.perf_counter()
-        moved = spool_ingest(spool=spool, confirm_grace_seconds=0, preparer=preparer, ahead=max(2, processes))
+        moved = spool_ingest(spool=spool, confirm_grace_seconds=0, builders=builders, ahead=max(2, processes))
         ingest_seconds = time.perf_counter() - started
     finally:
-        if preparer is not None:
-            preparer.shutdown()
+        if builders is not None:
+            builders.shutdown()
     assert moved == sum(len(cycle_templates[n % len(cycle_templates)]) for n in range(cycles)), moved
     stored = stored_sizes(cycles)
     connection.close()

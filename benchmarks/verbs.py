@@ -32,8 +32,8 @@ from dashboard.spool import Spool
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import StaticCluster
 from scheduler_core.profiles import load_profiles
-from scheduler_core.record import encode_event
 from scheduler_core.simulator import ExtenderClient, SyntheticCluster, make_cluster, make_pod
+from scheduler_core.spool_codec import encode_event
 from scheduler_core.traffic.store import TrafficStore
 from scheduler_core.traffic.synthetic import SyntheticTrafficSource
 from scheduler_core.verbs import Extender

@@ -115,7 +115,5 @@ def _schedule_traffic_prefetch(sender: Celery, source: object, **kwargs: object)
     from dashboard.runtime import configured_profiles
     from dashboard.traffic.schedule import traffic_beat_schedule
 
-    schedule = traffic_beat_schedule(
-        configured_profiles(), refresh_seconds=settings.SCHEDLENS_TRAFFIC_REFRESH_SECONDS
-    )
+    schedule = traffic_beat_schedule(configured_profiles(), refresh_seconds=settings.SCHEDLENS_TRAFFIC_REFRESH_SECONDS)
     sender.conf.beat_schedule = {**schedule, **(sender.conf.beat_schedule or {})}

@@ -7,7 +7,10 @@ from typing import Any
 
 from django.db import models
 
-from dashboard.packing import PackedJSONField, body_read
+from dashboard.storage.call_body import FilterRecordLookup, body_read
+from dashboard.storage.packed_json import PackedJSONField
+from dashboard.storage.shared_parts import SharedPartLookup
+from scheduler_core.lru import LRU
 
 
 class Outcome(models.TextChoices):
@@ -108,7 +111,7 @@ class VerbCall(models.Model):
         db_column="response", null=True, blank=True, help_text="The answer as JSON (calls without a body)."
     )
     body = models.BinaryField(
-        null=True, blank=True, help_text="Record and answer in binary form (dashboard.packing.body_encode)."
+        null=True, blank=True, help_text="Record and answer in binary form (dashboard.storage.call_body.body_encode)."
     )
     chain_hash = models.CharField(
         max_length=64,
@@ -136,11 +139,17 @@ class VerbCall(models.Model):
     def _decoded(self) -> tuple[dict[str, Any], Any]:
         decoded: tuple[dict[str, Any], Any] | None = self.__dict__.get("_decoded_cache")
         if decoded is None:
-            decoded = call_data(self.body, self.record_json, self.response_json, lookup=self._filter_record)
+            decoded = call_data(
+                self.body,
+                self.record_json,
+                self.response_json,
+                filter_records=self._referred_filter_record,
+                shared_parts=shared_part_data,
+            )
             self.__dict__["_decoded_cache"] = decoded
         return decoded
 
-    def _filter_record(self, event_id: str) -> Mapping[str, Any] | None:
+    def _referred_filter_record(self, event_id: str) -> Mapping[str, Any] | None:
         """The record of the filter call ``event_id`` (of this call's cycle) that this call's body refers to."""
         siblings: list[VerbCall] | None = None
         cycle = self._state.fields_cache.get("cycle")
@@ -159,16 +168,18 @@ def call_data(
     record_json: Any,
     response_json: Any,
     *,
-    lookup: Any,
+    filter_records: FilterRecordLookup,
+    shared_parts: SharedPartLookup,
 ) -> tuple[dict[str, Any], Any]:
-    """A call's record and answer from its stored columns (see ``VerbCall``); ``lookup``: ``body_read``'s."""
+    """A call's record and answer from its stored columns (see ``VerbCall``); ``filter_records`` and
+    ``shared_parts``: where a body's references are found (``body_read``'s)."""
     if body is not None:
-        return body_read(bytes(body), lookup=lookup)
+        return body_read(bytes(body), filter_records=filter_records, shared_parts=shared_parts)
     return (record_json if record_json is not None else {}), response_json
 
 
 class SharedPart(models.Model):
-    """Per-node lists many calls share, stored once (``dashboard.packing.SharedFilterPart``): a filter's candidates,
+    """Per-node lists many calls share, stored once (``dashboard.storage.shared_parts``): a filter's candidates,
     failures and traffic figures, the same for every pod of a kind between two traffic snapshots.
 
     Addressed by the SHA-256 of its bytes: a call's body names the digest, the audit chain seals the body, and
@@ -178,11 +189,32 @@ class SharedPart(models.Model):
     """
 
     digest = models.CharField(max_length=64, primary_key=True, help_text="SHA-256 of data, hex.")
-    data = models.BinaryField(help_text="zstd-compressed MessagePack (dashboard.packing.SharedFilterPart).")
+    data = models.BinaryField(
+        help_text="zstd-compressed MessagePack (dashboard.storage.shared_parts.SharedFilterPart)."
+    )
     last_used_at = models.DateTimeField(db_index=True, help_text="The latest start of a call referring to it.")
 
     def __str__(self) -> str:
         return self.digest[:12]
+
+
+SHARED_PARTS_KEPT = 32
+_shared_parts_read: LRU[str, bytes] = LRU(SHARED_PARTS_KEPT)
+"""The shared parts read lately, by digest: the dashboard's threads read the calls of a page side by side."""
+
+
+def shared_part_data(digest: str) -> bytes | None:
+    """The stored bytes of the shared part ``digest`` (None: not stored), the latest few kept in memory: a part
+    never changes once stored (its digest is its content, which every reader checks). What a body's ``shared_parts``
+    lookup reads from the database."""
+    found = _shared_parts_read.get(digest)
+    if found is None:
+        data = SharedPart.objects.filter(digest=digest).values_list("data", flat=True).first()
+        if data is None:
+            return None
+        found = bytes(data)
+        _shared_parts_read.put(digest, found)
+    return found
 
 
 class AuditCheckpoint(models.Model):

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import OperationalError
 from django.utils import timezone
 
-from dashboard.services.audit import cycles_prune
+from dashboard.services.retention import cycles_prune
 from dashboard.traffic.services import traffic_refresh, traffic_refreshes_prune
 from dashboard.traffic.snapshots import query_from_dict
 

@@ -113,7 +113,7 @@ def run_filter(profile: Profile, ctx: CycleContext, nodes: Sequence[NodeInfo]) -
         list(outcome.passed), dict(outcome.failed_reasons), dict(outcome.unresolvable_reasons), outcome
     )
     # The outcome's own lists, shared by every call with the same verdicts and never mutated (the spool compresses
-    # each once: ``record.encode_event``); a verb that changes the record's lists replaces them.
+    # each once: ``spool_codec.encode_event``); a verb that changes the record's lists replaces them.
     record = FilterRecord(
         nodes=names,
         passed=outcome.passed_names,
@@ -213,7 +213,7 @@ def _recorded_scores(
 ) -> tuple[Floats, list[float]]:
     """A plugin's scores rounded to the record's 4 decimals, as an array and as the record's list: the same list
     object while the plugin answers with the same column (a candidate list's NodeResources scores), so the spool
-    compresses it once (``record.encode_event``)."""
+    compresses it once (``spool_codec.encode_event``)."""
 
     def rounded() -> tuple[Floats, list[float]]:
         scores = round4(values)
@@ -280,7 +280,7 @@ def run_prioritize(profile: Profile, ctx: CycleContext, nodes: Sequence[NodeInfo
     plugin_records: list[PluginScores] = []
     # Vectorized: ``totals[i] += score · weight`` per plugin, then ``/ Σ weight``: the same IEEE operations in
     # the same order as the scalar formula, so the same floats. The mean is of the scores as recorded (4 decimals):
-    # whoever recomputes it from the record (an auditor, ``dashboard.packing``) gets the recorded final exactly.
+    # whoever recomputes it from the record (an auditor, ``dashboard.storage.columns``) gets the recorded final exactly.
     totals = np.zeros(len(nodes))
     total_weight = 0
     for scorer in profile.scorers:

@@ -1,7 +1,7 @@
 """A small least-recently-used map, safe to share between threads: the one cache shape schedlens keeps.
 
 Per-candidate-list columns (:mod:`scheduler_core.plugins.base`), the NodeNames lists seen lately
-(:mod:`scheduler_core.candidates`), the spool reader's repeated values (:mod:`scheduler_core.record`) and the
+(:mod:`scheduler_core.candidates`), the spool reader's repeated values (:mod:`scheduler_core.spool_codec`) and the
 ingester's and dashboard's memos all keep a bounded number of values where some are used on every call and others
 once. Dropping the least recently used keeps the first kind while the second passes through; starting over when
 full, as these caches once did, threw the hot values out with the cold ones (a 1000-node filter then worked out

@@ -113,7 +113,7 @@ def _filter_result(decision: FilterDecision, record: FilterRecord) -> wire.Exten
 
 def _encoded_filter_result(decision: FilterDecision, record: FilterRecord) -> tuple[bytes, msgspec.Raw]:
     """The answer, and the same bytes as the record's ``response``: one object per outcome, compressed once by the
-    spool (``record.encode_event``)."""
+    spool (``spool_codec.encode_event``)."""
     answer = wire.encode(_filter_result(decision, record))
     return answer, msgspec.Raw(answer)
 

@@ -346,7 +346,7 @@ def host_prefixes(hosts: Sequence[str]) -> list[bytes]:
 def encode_host_priorities(hosts: Sequence[str], scores: Sequence[int], prefixes: Sequence[bytes] = ()) -> bytes:
     """``encode([HostPriority(h, s), ...])`` byte for byte (int scores), without one object per node.
 
-    The verbs answer with it, and the stored-body format (``dashboard.packing``) derives answers with it.
+    The verbs answer with it, and the stored-body format (``dashboard.storage.call_body``) derives answers with it.
     ``prefixes``: :func:`host_prefixes` of ``hosts``, if the caller kept them. The 0..10 scores are looked up, so
     the answer of a 5000-node prioritize is one join of interleaved parts instead of 5000 objects encoded.
     """

@@ -45,7 +45,7 @@ from dashboard.api.throttling import ScopedThrottle
 from dashboard.filters import CycleFilterSet, NodeFilterSet, TrafficRefreshFilterSet
 from dashboard.models import NodeTally, SchedulingCycle, VerbCall
 from dashboard.selectors import cycle_explanation, cycle_list, cycles_with_calls
-from dashboard.services.audit import audit_chain_verify
+from dashboard.services.audit_chain import audit_chain_verify
 from dashboard.traffic.models import TrafficRefresh
 
 ERRORS = {

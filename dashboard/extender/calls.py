@@ -29,7 +29,7 @@ from dashboard.extender import metrics
 from dashboard.runtime import get_runtime
 from dashboard.spool import SPOOL_APPEND_FAILURES
 from scheduler_core import wire
-from scheduler_core.record import encode_event
+from scheduler_core.spool_codec import encode_event
 from scheduler_core.verbs import VerbResult
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,8 @@ of plain values, so this migration does not depend on the current models).
 
 from django.db import migrations, models
 
-from dashboard.services.audit import CONTENT_FIELDS, GENESIS, NodeCounts, call_content, chain_link, tally_call
+from dashboard.services.audit_chain import CONTENT_FIELDS, GENESIS, call_content, chain_link
+from dashboard.services.node_tallies import NodeCounts, tally_call
 
 CHUNK = 1000
 GIN_INDEX = "cycle_candidate_nodes_gin"
@@ -17,7 +18,7 @@ def backfill(apps, schema_editor):  # type: ignore[no-untyped-def]
     call_model = apps.get_model("dashboard", "VerbCall")
     tally_model = apps.get_model("dashboard", "NodeTally")
 
-    # Candidate nodes: the filter's win over prioritize's, as in dashboard.services.cycles._summarize.
+    # Candidate nodes: the filter's win over prioritize's, as in dashboard.services.cycle_summary.summarize.
     for verb in ("prioritize", "filter"):
         batch = []
         for cycle_id, record in call_model.objects.filter(verb=verb).values_list("cycle_id", "record").iterator(CHUNK):

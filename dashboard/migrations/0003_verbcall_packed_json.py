@@ -5,7 +5,7 @@ No SQL: the column type does not change, rows written before stay plain JSON and
 
 from django.db import migrations
 
-import dashboard.packing
+import dashboard.storage.packed_json
 
 
 class Migration(migrations.Migration):
@@ -17,14 +17,14 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="verbcall",
             name="record",
-            field=dashboard.packing.PackedJSONField(
+            field=dashboard.storage.packed_json.PackedJSONField(
                 default=dict, help_text="The plugins' verdicts and scores (columnar)."
             ),
         ),
         migrations.AlterField(
             model_name="verbcall",
             name="response",
-            field=dashboard.packing.PackedJSONField(
+            field=dashboard.storage.packed_json.PackedJSONField(
                 blank=True, help_text="The JSON answered to kube-scheduler.", null=True
             ),
         ),

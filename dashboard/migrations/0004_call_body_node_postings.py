@@ -1,7 +1,7 @@
 """Smaller and faster to write: a call's binary body, per-node cycle postings instead of a GIN index, two indexes.
 
 - ``VerbCall.body`` (``bytea``): the ingester stores a per-node record and its answer there
-  (``dashboard.packing.body_encode``). The two jsonb columns stay, renamed in the model only (``record_json``,
+  (``dashboard.storage.call_body.body_encode``). The two jsonb columns stay, renamed in the model only (``record_json``,
   ``response_json``; same columns): rows written before keep their JSON, read and hashed exactly as before, and
   smaller calls keep being written there. Nothing is rewritten, so every chain hash stays valid.
 - ``NodePosting`` + ``SchedulingCycle.candidate_slot`` (PostgreSQL): which cycles considered a node, one bit per
@@ -14,7 +14,7 @@
 from django.db import migrations, models
 
 import dashboard.models
-import dashboard.packing
+import dashboard.storage.packed_json
 
 GIN_INDEX = "cycle_candidate_nodes_gin"
 BLOCK = 256
@@ -80,14 +80,14 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="verbcall",
             name="record_json",
-            field=dashboard.packing.PackedJSONField(
+            field=dashboard.storage.packed_json.PackedJSONField(
                 blank=True, db_column="record", help_text="The record as JSON (calls without a body).", null=True
             ),
         ),
         migrations.AlterField(
             model_name="verbcall",
             name="response_json",
-            field=dashboard.packing.PackedJSONField(
+            field=dashboard.storage.packed_json.PackedJSONField(
                 blank=True, db_column="response", help_text="The answer as JSON (calls without a body).", null=True
             ),
         ),
@@ -95,7 +95,9 @@ class Migration(migrations.Migration):
             model_name="verbcall",
             name="body",
             field=models.BinaryField(
-                blank=True, help_text="Record and answer in binary form (dashboard.packing.body_encode).", null=True
+                blank=True,
+                help_text="Record and answer in binary form (dashboard.storage.call_body.body_encode).",
+                null=True,
             ),
         ),
         migrations.RunPython(body_storage, migrations.RunPython.noop),

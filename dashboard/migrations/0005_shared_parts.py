@@ -1,6 +1,6 @@
 """Shared parts: the per-node lists a filter call shares with many others (candidates, failures, traffic figures),
-stored once by their SHA-256 instead of in every body (``dashboard.packing.SharedFilterPart``). Bodies written
-before keep theirs; bodies of format 2 may refer to a part."""
+stored once by their SHA-256 instead of in every body (``dashboard.storage.shared_parts.SharedFilterPart``). Bodies
+written before keep theirs; bodies of format 2 may refer to a part."""
 
 from django.db import migrations, models
 
@@ -22,7 +22,9 @@ class Migration(migrations.Migration):
                 ),
                 (
                     "data",
-                    models.BinaryField(help_text="zstd-compressed MessagePack (dashboard.packing.SharedFilterPart)."),
+                    models.BinaryField(
+                        help_text="zstd-compressed MessagePack (dashboard.storage.shared_parts.SharedFilterPart)."
+                    ),
                 ),
                 (
                     "last_used_at",

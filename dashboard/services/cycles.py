@@ -1,37 +1,44 @@
-"""Writes of the scheduling record: fold verb events into cycles, and drain the spool into the database.
+"""Fold new calls into scheduling cycles and write them, one transaction per batch.
 
 Calls of one cycle may be answered by different replicas and reach the database in any order, so cycles
 are correlated here, through the database, never through a process's memory: a ``filter`` opens a cycle
 for the pod's UID; ``prioritize``, ``bind`` and ``preempt`` join the newest cycle of that UID that lacks
 them. A call that arrives before its ``filter`` opens a cycle the ``filter`` later joins.
 
-Each record is prepared as soon as it is read (``dashboard.services.ingest_prepare``); this module folds the
-prepared calls into cycles and writes them.
+The calls come built (``dashboard.services.new_calls``), from the spool (``dashboard.services.spool_ingest``) or
+from events (:func:`cycles_ingest_events`). A batch goes through :func:`ingest_calls`'s steps: lock, drop calls
+already stored, fold the rest into cycles, number the new cycles, write cycles and shared parts, seal each call's
+row into the audit chain and write the rows (``dashboard.services.record_writes``: the only step that differs by
+database), update the cycles joined, add node postings and node counts; after the commit, queue the Explained Events
+of the binds.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-from collections import Counter
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from functools import partial
-from itertools import repeat
+from datetime import timedelta
 from typing import Any
 
 import msgspec
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db import connection, transaction
 
-from dashboard.models import NodeMode, NodePosting, Outcome, SchedulingCycle, SharedPart, VerbCall
-from dashboard.packing import FilterFacts, body_read, filter_facts, stored_form
-from dashboard.services.audit import CONTENT_FIELDS, NodeCounts, audit_chain_open, call_content, copy_upsert
-from dashboard.services.ingest_prepare import Prepared, Summary, prepare, settled, when, with_rows
-from dashboard.services.spool_read_ahead import SpoolReadAhead
-from dashboard.spool import Spool, SpoolRow
+from dashboard.models import Outcome, SchedulingCycle, VerbCall
+from dashboard.services.audit_chain import ChainAppender, audit_chain_open, call_content
+from dashboard.services.cycle_summary import SUMMARY_FIELDS, candidates, summarize
+from dashboard.services.new_calls import NewCall, Summary, build_call, when
+from dashboard.services.node_tallies import BatchTallies
+from dashboard.services.record_writes import (
+    call_row,
+    insert_calls,
+    insert_cycles,
+    new_cycle_ids,
+    postings_add,
+    shared_parts_upsert,
+)
+from dashboard.storage.call_body import FilterReference, body_read, filter_reference
 from scheduler_core.record import FilterRecord, VerbEvent
 
 log = logging.getLogger(__name__)
@@ -48,7 +55,7 @@ class _Call:
     """One call of a cycle on its way into the database: stored (``stored`` set) or new (``new`` set)."""
 
     summary: Summary
-    new: Prepared | None = None
+    new: NewCall | None = None
     stored: VerbCall | None = None
 
     @property
@@ -63,12 +70,12 @@ class _Call:
 class _Batch:
     """The cycles one ingest batch may touch, in memory: one query finds them, one more their verbs.
 
-    Matches exactly what a query per event would (``_find_cycle`` before batching): the same windows, the same
-    exclusions, newest first with the id as tie-breaker; cycles opened earlier in the batch take part too, with
-    ids above every stored one in the order they were opened.
+    Matches exactly what a query per event would: the same windows, the same exclusions, newest first with the id as
+    tie-breaker; cycles opened earlier in the batch take part too, with ids above every stored one in the order they
+    were opened.
     """
 
-    def __init__(self, calls: Sequence[Prepared]) -> None:
+    def __init__(self, calls: Sequence[NewCall]) -> None:
         self.by_uid: dict[str, list[SchedulingCycle]] = {}
         self.verbs: dict[int, set[str]] = {}
         self.calls: dict[int, list[_Call]] = {}
@@ -98,7 +105,7 @@ class _Batch:
         self.verbs[id(cycle)] = verbs
         self.order[id(cycle)] = order
 
-    def find(self, call: Prepared) -> SchedulingCycle | None:
+    def find(self, call: NewCall) -> SchedulingCycle | None:
         if not call.pod_uid:
             return None  # A refused request that named no pod stands alone.
         at = call.at
@@ -109,16 +116,16 @@ class _Batch:
             low, high = at - JOIN_WINDOW, at + CLOCK_SKEW
         # A bound pod is not scheduled again: a later prioritize or preempt belongs to a new attempt.
         skip_bound = call.verb in {"prioritize", "preempt"}
-        candidates = [
+        matching = [
             c
             for c in self.by_uid.get(call.pod_uid, ())
             if low <= c.started_at <= high
             and not (skip_bound and c.outcome == Outcome.BOUND)
             and call.verb not in self.verbs[id(c)]
         ]
-        if not candidates:
+        if not matching:
             return None
-        return max(candidates, key=lambda c: (c.started_at, self.order[id(c)]))
+        return max(matching, key=lambda c: (c.started_at, self.order[id(c)]))
 
     def open(self, cycle: SchedulingCycle) -> None:
         self._add(cycle, self._next_new, set())
@@ -132,7 +139,7 @@ class _Batch:
             for call in stored:
                 call.__dict__["siblings"] = stored
             calls = self.calls[id(cycle)] = [_Call(Summary.of_call(c), stored=c) for c in stored]
-            self.candidates_before[id(cycle)] = list(_candidates([c.summary for c in calls]))
+            self.candidates_before[id(cycle)] = list(candidates([c.summary for c in calls]))
         return calls
 
     def join(self, cycle: SchedulingCycle, call: _Call) -> None:
@@ -143,87 +150,6 @@ class _Batch:
         self.verbs[id(cycle)].add(call.summary.verb)
 
 
-_SUMMARY_FIELDS = [
-    "pod_namespace",
-    "pod_name",
-    "started_at",
-    "finished_at",
-    "filter_ms",
-    "prioritize_ms",
-    "bind_ms",
-    "preempt_ms",
-    "error",
-    "node_mode",
-    "metric_age_seconds",
-    "candidate_count",
-    "feasible_count",
-    "candidate_nodes",
-    "candidate_slot",
-    "preferred_node",
-    "answer_tie",
-    "outcome",
-    "chosen_node",
-]
-"""What ``_summarize`` (and a late pod name) may change on a stored cycle."""
-
-
-def _candidates(summaries: Sequence[Summary]) -> Sequence[str]:
-    """The cycle's candidate nodes: the filter's, else prioritize's (the last call of each verb counts)."""
-    by_verb = {s.verb: s for s in summaries}
-    if (found := by_verb.get("filter")) is not None and found.has_record:
-        return found.nodes
-    if (found := by_verb.get("prioritize")) is not None and found.has_record:
-        return found.nodes
-    return ()
-
-
-def _summarize(cycle: SchedulingCycle, summaries: Sequence[Summary], *, postgres: bool) -> None:
-    """Derive the cycle's columns from its calls; the calls are the source of truth.
-
-    ``postgres``: the database is PostgreSQL (read once per batch: ``connection.vendor`` goes through Django's
-    per-context connection proxy, ~15 µs a read, and this runs for every call)."""
-    by_verb = {s.verb: s for s in summaries}
-    cycle.started_at = min(s.started_at for s in summaries)
-    cycle.finished_at = max(s.finished_at for s in summaries)
-    for verb in ("filter", "prioritize", "bind", "preempt"):
-        setattr(cycle, f"{verb}_ms", by_verb[verb].duration_ms if verb in by_verb else None)
-    cycle.error = "; ".join(f"{s.verb}: {s.error}" for s in summaries if s.error)
-
-    filtered = by_verb.get("filter")
-    scored = by_verb.get("prioritize")
-    modes = [s.node_mode for s in summaries if s.node_mode]
-    cycle.node_mode = modes[0] if modes else NodeMode.NONE
-    ages = [age for s in (filtered, scored) if s is not None for age in s.ages]
-    known_ages = [a for a in ages if a is not None]
-    cycle.metric_age_seconds = max(known_ages) if known_ages else None
-
-    if filtered is not None:
-        cycle.candidate_count = len(filtered.nodes)
-        cycle.feasible_count = filtered.passed_count
-    elif scored is not None:
-        cycle.candidate_count = len(scored.nodes)
-    candidates = _candidates(summaries)
-    if not postgres:  # read by dashboard.filters (PostgreSQL: NodePosting, ``_postings``)
-        cycle.candidate_nodes = f"|{'|'.join(candidates)}|" if candidates else ""
-    cycle.preferred_node = ""
-    if scored is not None and scored.nodes:
-        cycle.preferred_node = scored.preferred
-    elif filtered is not None and filtered.passed_count == 1:
-        cycle.preferred_node = filtered.only_passed  # kube-scheduler skips prioritize for one node
-    cycle.answer_tie = scored is not None and scored.answer_tie
-
-    bind = by_verb.get("bind")
-    if any(s.http_status != 200 or (s.error and s.verb in {"filter", "bind"}) for s in summaries):
-        cycle.outcome = Outcome.ERROR
-    elif bind is not None:
-        cycle.outcome = Outcome.BOUND
-    elif (filtered is not None and not filtered.passed_count) or "preempt" in by_verb:
-        cycle.outcome = Outcome.UNSCHEDULABLE
-    else:
-        cycle.outcome = Outcome.PENDING
-    cycle.chosen_node = bind.bind_node if bind is not None and not bind.error else ""
-
-
 def _cycle_filter(calls: Sequence[_Call]) -> _Call | None:
     """The filter call of a cycle (the last one, as the summary reads it)."""
     for call in reversed(calls):
@@ -232,364 +158,192 @@ def _cycle_filter(calls: Sequence[_Call]) -> _Call | None:
     return None
 
 
-def _stored_facts(call: VerbCall) -> FilterFacts | None:
-    """A stored filter call's facts, for a prioritize that joins its cycle in a later batch."""
+def _stored_filter_reference(call: VerbCall) -> FilterReference | None:
+    """A stored filter call's reference, for a prioritize that joins its cycle in a later batch."""
     if call.http_status != 200 or call.body is None:
         return None
-    return _facts_of_record(call.event_id, call.record)
+    return _filter_reference_of_record(call.event_id, call.record)
 
 
-def _new_facts(call: Prepared) -> FilterFacts | None:
-    """A new filter call's facts: as prepared, or (not handed over by a preparing process) made from its body."""
-    if call.facts is not None or call.body is None or call.http_status != 200:
-        return call.facts
-    part = call.part
-    parts = {part.digest: part.data} if part is not None else {}
-    return _facts_of_record(call.event_id, body_read(call.body, lookup=lambda _event_id: None, parts=parts.get)[0])
+def _new_filter_reference(call: NewCall) -> FilterReference | None:
+    """A new filter call's reference: as built, or (left behind by a builder process) made again from its body."""
+    if call.filter_reference is not None or call.body is None or call.http_status != 200:
+        return call.filter_reference
+    shared = call.shared_part
+    shared_parts = {shared.digest: shared.data} if shared is not None else {}
+    record = body_read(call.body, filter_records=lambda _event_id: None, shared_parts=shared_parts.get)[0]
+    return _filter_reference_of_record(call.event_id, record)
 
 
-def _facts_of_record(event_id: str, record: dict[str, Any]) -> FilterFacts | None:
+def _filter_reference_of_record(event_id: str, record: dict[str, Any]) -> FilterReference | None:
     if "nodes" not in record or "passed" not in record:
         return None
-    part = msgspec.convert(
+    filter_record = msgspec.convert(
         {k: record[k] for k in ("nodes", "passed", "failures", "traffic_bytes") if k in record}, FilterRecord
     )
-    return filter_facts(event_id, part)
+    return filter_reference(event_id, filter_record)
 
 
-def _referring_right(cycle_calls: Sequence[_Call], call: Prepared) -> Prepared:
-    """``call`` (a prioritize) referring to its cycle's filter call, or to none: prepared again if it guessed wrong."""
+def _referring_right(cycle_calls: Sequence[_Call], call: NewCall) -> NewCall:
+    """``call`` (a prioritize) referring to its cycle's filter call, or to none: built again if it guessed wrong."""
     found = _cycle_filter(cycle_calls)
     if found is None:
-        return call if not call.refers_to else call.against(None)
+        return call if not call.refers_to else call.referring_to(None)
     if call.refers_to and call.refers_to == found.event_id:
         return call
     if found.new is not None:
-        facts = _new_facts(found.new)
+        reference = _new_filter_reference(found.new)
     else:
         assert found.stored is not None
-        facts = _stored_facts(found.stored)
-    if facts is None:
-        return call if not call.refers_to else call.against(None)
-    return call.against(facts)
-
-
-def _new_ids(count: int) -> list[int]:
-    """``count`` ids of the cycle table's sequence (PostgreSQL), so new cycles know theirs before the INSERT."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
-            [SchedulingCycle._meta.db_table, count],
-        )
-        return [row[0] for row in cursor.fetchall()]
-
-
-_POSTING_BITS = 256
-
-
-def _postings(cycles: Sequence[tuple[int, Sequence[str]]]) -> None:
-    """Set each cycle's bit (its ``candidate_slot``) in the NodePosting rows of its candidates: one upsert.
-
-    Cycles with the same candidate list (all of a cluster's nodes, for most of a busy minute's) share one pass over
-    the names.
-    """
-    by_list: dict[tuple[str, ...], dict[int, int]] = {}
-    for slot, names in cycles:
-        blocks = by_list.setdefault(tuple(names), {})
-        block, offset = divmod(slot, _POSTING_BITS)
-        blocks[block] = blocks.get(block, 0) | (1 << (_POSTING_BITS - 1 - offset))
-    merged: dict[tuple[str, int], int] = {}
-    for names, blocks in by_list.items():
-        for block, bits in blocks.items():
-            for name in set(names):
-                key = (name, block)
-                merged[key] = merged.get(key, 0) | bits
-    if not merged:
-        return
-    table = connection.ops.quote_name(NodePosting._meta.db_table)
-    copy_upsert(
-        NodePosting._meta.db_table,
-        ["node", "block", "bits"],
-        ((name, block, format(bits, f"0{_POSTING_BITS}b")) for (name, block), bits in sorted(merged.items())),
-        f"ON CONFLICT (node, block) DO UPDATE SET bits = {table}.bits | excluded.bits",
-    )
-
-
-_CALL_COPY_COLUMNS = (*CONTENT_FIELDS, "body", "chain_hash")
-"""A new call's row as COPY writes it: what its chain link covers (database column names), then body and hash."""
-_JSON_COLUMNS = frozenset({"record", "response"})
-
-
-def _insert_cycles(cycles: list[SchedulingCycle]) -> None:
-    """New cycles: COPY on PostgreSQL (their ids already drawn from the sequence), else bulk_create."""
-    if connection.vendor != "postgresql" or not cycles:
-        SchedulingCycle.objects.bulk_create(cycles)
-        return
-    fields = list(SchedulingCycle._meta.concrete_fields)
-    table = connection.ops.quote_name(SchedulingCycle._meta.db_table)
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    with connection.cursor() as cursor, cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
-        for cycle in cycles:
-            copy.write_row([getattr(cycle, f.attname) for f in fields])
-
-
-def _insert_calls(rows: list[tuple[Any, ...]], instances: list[VerbCall]) -> None:
-    """The new calls in chain order: COPY on PostgreSQL (ids from the sequence, in row order), else bulk_create."""
-    if connection.vendor != "postgresql":
-        VerbCall.objects.bulk_create(instances)
-        return
-    table = connection.ops.quote_name(VerbCall._meta.db_table)
-    with (
-        connection.cursor() as cursor,
-        cursor.cursor.copy(f"COPY {table} ({', '.join(_CALL_COPY_COLUMNS)}) FROM STDIN") as copy,
-    ):
-        for row in rows:
-            copy.write_row(row)
-
-
-def _upsert_parts(calls: Sequence[Prepared]) -> None:
-    """Store the shared parts these calls' bodies refer to (once each), and move each part's ``last_used_at`` to the
-    latest of its calls: one statement per batch, a few rows (one per pod kind and traffic snapshot)."""
-    latest: dict[str, tuple[bytes, datetime]] = {}
-    for call in calls:
-        assert call.part is not None
-        digest, data = call.part
-        known = latest.get(digest)
-        if known is None or call.at > known[1]:
-            latest[digest] = (data, call.at)
-    if not latest:
-        return
-    q = connection.ops.quote_name
-    table = q(SharedPart._meta.db_table)
-    newest = "GREATEST" if connection.vendor == "postgresql" else "MAX"
-    rows = ", ".join(["(%s, %s, %s)"] * len(latest))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (digest, data, last_used_at) VALUES {rows} ON CONFLICT (digest) DO UPDATE "  # noqa: S608
-            f"SET last_used_at = {newest}({table}.last_used_at, excluded.last_used_at)",
-            [value for digest, (data, at) in sorted(latest.items()) for value in (digest, data, at)],
-        )
-
-
-def _json_column(value: Any) -> str | None:
-    """What a jsonb column receives for ``value`` (``PackedJSONField``'s stored form, as JSON text)."""
-    stored = stored_form(value)
-    return None if stored is None else json.dumps(stored)
-
-
-@dataclass
-class _Tallies:
-    """Per-node counts of a batch's new calls, as ``audit.tally_call`` counts them, a distinct list at a time.
-
-    Lists are told apart by identity, not content: the same candidate list or outcome is one object from call to
-    call (the spool's reader and the hand-over from a preparing process share them), and a copy with the same names
-    only adds another entry that counts the same nodes. No tuple of 1000 names is built and hashed per call.
-    """
-
-    considered: Counter[int] = field(default_factory=Counter)
-    """Candidate list (by ``id``) → how many filter calls listed it."""
-    filtered_out: Counter[int] = field(default_factory=Counter)
-    placements: Counter[str] = field(default_factory=Counter)
-    seen: dict[int | str, datetime] = field(default_factory=dict)
-    """Candidate lists (by ``id``) and single bound nodes → the latest time they were seen, in the order last seen."""
-    lists: dict[int, Sequence[str]] = field(default_factory=dict)
-    """The lists counted, held so that their ids stay theirs."""
-
-    def _key(self, names: Sequence[str]) -> int:
-        self.lists[id(names)] = names
-        return id(names)
-
-    def add(self, call: Prepared) -> None:
-        if call.http_status != 200:
-            return
-        if call.verb == "filter" and call.summary.has_record:
-            nodes = self._key(call.summary.nodes)
-            self.considered[nodes] += 1
-            self.filtered_out[self._key(call.failed)] += 1
-            self.seen.pop(nodes, None)
-            self.seen[nodes] = call.at  # calls come in time order: the latest wins
-        elif call.verb == "bind" and not call.error and call.summary.bind_node:
-            self.placements[call.summary.bind_node] += 1
-            self.seen.pop(call.summary.bind_node, None)
-            self.seen[call.summary.bind_node] = call.at
-
-    def counts(self) -> dict[str, NodeCounts]:
-        considered: Counter[str] = Counter()
-        for key, times in self.considered.items():
-            if times == 1:
-                considered.update(self.lists[key])
-            else:
-                for name in self.lists[key]:
-                    considered[name] += times
-        filtered_out: Counter[str] = Counter()
-        for key, times in self.filtered_out.items():
-            for name in self.lists[key]:
-                filtered_out[name] += times
-        last_seen: dict[str, datetime] = {}
-        for seen, at in self.seen.items():  # oldest first: the latest time of each node wins
-            names = (seen,) if isinstance(seen, str) else self.lists[seen]
-            last_seen.update(zip(names, repeat(at)))
-        return self._merged(considered, filtered_out, last_seen)
-
-    def _merged(
-        self, considered: Counter[str], filtered_out: Counter[str], last_seen: dict[str, datetime]
-    ) -> dict[str, NodeCounts]:
-        names = set(considered) | set(filtered_out) | set(self.placements)
-        return {
-            name: NodeCounts(
-                considered.get(name, 0), filtered_out.get(name, 0), self.placements.get(name, 0), last_seen.get(name)
-            )
-            for name in names
-        }
+        reference = _stored_filter_reference(found.stored)
+    if reference is None:
+        return call if not call.refers_to else call.referring_to(None)
+    return call.referring_to(reference)
 
 
 def _candidates_changed(batch: _Batch, cycle: SchedulingCycle) -> bool:
     """A stored cycle whose candidates this batch changes (an early prioritize joined by its filter) needs a new slot:
     its old bit stays set in the old candidates' postings, and no cycle has that slot any more."""
-    now = list(_candidates([c.summary for c in batch.calls_of(cycle)]))
+    now = list(candidates([c.summary for c in batch.calls_of(cycle)]))
     return bool(now) and now != batch.candidates_before.get(id(cycle), [])
+
+
+@dataclass
+class _Fold:
+    """Where a batch's new calls went: the cycles they opened or joined, in arrival order."""
+
+    batch: _Batch
+    new_cycles: list[SchedulingCycle] = field(default_factory=list)
+    touched: dict[int, SchedulingCycle] = field(default_factory=dict)
+    """Stored cycles a new call joined (by id): their summary columns are written again."""
+    joined: list[tuple[SchedulingCycle, _Call]] = field(default_factory=list)
 
 
 def cycles_ingest_events(*, events: Iterable[VerbEvent]) -> int:
     """Fold events into cycles in one transaction; events already ingested are skipped. Returns new calls."""
-    return _ingest([prepare(event) for event in sorted(events, key=lambda e: e.started_at)])
+    return ingest_calls([build_call(event) for event in sorted(events, key=lambda e: e.started_at)])
 
 
-def _ingest(prepared: Sequence[Prepared]) -> int:
-    """Fold prepared calls into cycles in one transaction; calls already ingested are skipped. Returns new calls.
+def ingest_calls(calls: Sequence[NewCall]) -> int:
+    """Fold new calls into cycles in one transaction; calls already ingested are skipped. Returns new calls.
 
     A handful of statements per batch whatever its size (the cycles it may join, their verbs, new ids, new cycles
     and new calls by COPY, summaries, node counts, node postings), never one per call.
     """
-    ordered = sorted(prepared, key=lambda c: c.started_at)
+    ordered = sorted(calls, key=lambda c: c.started_at)
     if not ordered:
         return 0
     postgres = connection.vendor == "postgresql"
     with transaction.atomic():
-        # Taken first: serializes ingesters, so the hash chain follows id order (dashboard.services.audit).
+        # Taken first: serializes ingesters, so the hash chain follows id order (dashboard.services.audit_chain).
         chain = audit_chain_open()
         if postgres:
-            # Replicas ingest concurrently: serialize per pod so two of them cannot both open a cycle. One round
-            # trip, the locks taken in sorted order (every ingester sorts alike, so none waits in a cycle).
-            uids = sorted({c.pod_uid for c in ordered if c.pod_uid})
-            if uids:
-                with connection.cursor() as cursor:
-                    cursor.execute(
-                        "SELECT count(pg_advisory_xact_lock(hashtext(u))) FROM unnest(%s::text[]) AS u", [uids]
-                    )
-        seen = set(
-            VerbCall.objects.filter(event_id__in=[c.event_id for c in ordered]).values_list("event_id", flat=True)
-        )
-        fresh = []
-        for call in ordered:
-            if call.event_id not in seen:
-                seen.add(call.event_id)
-                fresh.append(call)
+            _lock_pods(ordered)
+        fresh = _not_stored_yet(ordered)
         if not fresh:
             return 0
-        batch = _Batch(fresh)
-        new_cycles: list[SchedulingCycle] = []
-        touched: dict[int, SchedulingCycle] = {}
-        joined: list[tuple[SchedulingCycle, _Call]] = []
-        for new in fresh:
-            cycle = batch.find(new)
-            if cycle is None:
-                cycle = SchedulingCycle(
-                    pod_namespace=new.pod_namespace,
-                    pod_name=new.pod_name,
-                    pod_uid=new.pod_uid,
-                    profile=new.profile,
-                    started_at=new.at,
-                    finished_at=new.at,
-                )
-                batch.open(cycle)
-                new_cycles.append(cycle)
-            elif cycle.pk is not None:
-                touched[cycle.pk] = cycle
-            if new.pod_name and not cycle.pod_name:
-                cycle.pod_namespace, cycle.pod_name = new.pod_namespace, new.pod_name
-            call = _Call(new.summary, new=new)
-            batch.join(cycle, call)
-            # The next call's match reads it.
-            _summarize(cycle, [c.summary for c in batch.calls_of(cycle)], postgres=postgres)
-            joined.append((cycle, call))
-
-        # Ids and candidate slots before the INSERT (PostgreSQL), so calls and postings can point at them.
-        postings: list[tuple[int, Sequence[str]]] = []
-        if postgres and new_cycles:
-            for cycle, new_id in zip(new_cycles, _new_ids(len(new_cycles)), strict=True):
-                cycle.id = new_id
-        if postgres:
-            fresh_slots = [c for c in touched.values() if _candidates_changed(batch, c)]
-            for cycle, slot in zip(fresh_slots, _new_ids(len(fresh_slots)) if fresh_slots else [], strict=True):
-                cycle.candidate_slot = slot
-            for cycle in new_cycles:
-                if _candidates([c.summary for c in batch.calls_of(cycle)]):
-                    cycle.candidate_slot = cycle.id
-            for cycle in [*new_cycles, *fresh_slots]:
-                if cycle.candidate_slot is not None:
-                    postings.append((cycle.candidate_slot, _candidates([c.summary for c in batch.calls_of(cycle)])))
-        _insert_cycles(new_cycles)  # before the calls that point at them
-        _upsert_parts([new for new in fresh if new.part is not None])
-
-        rows: list[tuple[Any, ...]] = []
-        instances: list[VerbCall] = []
-        tallies = _Tallies()
-        for cycle, call in joined:
-            new = call.new
-            assert new is not None
-            if new.verb == "prioritize" and (new.refers_to or new.body is not None):
-                new = call.new = _referring_right(batch.calls_of(cycle), new)
-            values = {
-                "cycle_id": cycle.id,
-                "event_id": new.event_id,
-                "verb": new.verb,
-                "started_at": new.at,
-                "duration_ms": new.duration_ms,
-                "http_status": new.http_status,
-                "error": new.error,
-                "server": new.server,
-                "record": new.record_json,
-                "response": new.response_json,
-                "body": new.body,
-            }
-            # In arrival order: the chain's order, and (one COPY below) the ids' order.
-            chain_hash = chain.link(call_content(values))
-            tallies.add(new)
-            if postgres:
-                values["chain_hash"] = chain_hash
-                rows.append(
-                    tuple(
-                        _json_column(values[name]) if name in _JSON_COLUMNS else values[name]
-                        for name in _CALL_COPY_COLUMNS
-                    )
-                )
-            else:
-                instances.append(
-                    VerbCall(
-                        cycle=cycle,
-                        event_id=new.event_id,
-                        verb=new.verb,
-                        started_at=new.at,
-                        duration_ms=new.duration_ms,
-                        http_status=new.http_status,
-                        error=new.error,
-                        server=new.server,
-                        record_json=new.record_json,
-                        response_json=new.response_json,
-                        body=new.body,
-                        chain_hash=chain_hash,
-                    )
-                )
-        _insert_calls(rows, instances)
-        if touched:
-            SchedulingCycle.objects.bulk_update(list(touched.values()), _SUMMARY_FIELDS)
+        fold = _fold(fresh, postgres=postgres)
+        postings = _number_cycles(fold) if postgres else []
+        insert_cycles(fold.new_cycles)  # before the calls that point at them
+        shared_parts_upsert([call for call in fresh if call.shared_part is not None])
+        rows, tallies = _sealed_rows(fold, chain)
+        insert_calls(rows)
+        if fold.touched:
+            SchedulingCycle.objects.bulk_update(list(fold.touched.values()), SUMMARY_FIELDS)
         if postings:
-            _postings(postings)
+            postings_add(postings)
         chain.count(tallies.counts())
         chain.close()
-    _explain_binds(batch, joined)
-    return len(joined)
+    _explain_binds(fold.batch, fold.joined)
+    return len(fold.joined)
+
+
+def _lock_pods(calls: Sequence[NewCall]) -> None:
+    """PostgreSQL: serialize ingesters per pod, so that two replicas cannot both open a cycle for it. One round
+    trip, the locks taken in sorted order (every ingester sorts alike, so none waits in a cycle)."""
+    uids = sorted({c.pod_uid for c in calls if c.pod_uid})
+    if uids:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(pg_advisory_xact_lock(hashtext(u))) FROM unnest(%s::text[]) AS u", [uids])
+
+
+def _not_stored_yet(calls: Sequence[NewCall]) -> list[NewCall]:
+    """``calls`` less those already stored (a batch ingested again after a crash) and repeats within the batch."""
+    seen = set(VerbCall.objects.filter(event_id__in=[c.event_id for c in calls]).values_list("event_id", flat=True))
+    fresh = []
+    for call in calls:
+        if call.event_id not in seen:
+            seen.add(call.event_id)
+            fresh.append(call)
+    return fresh
+
+
+def _fold(fresh: Sequence[NewCall], *, postgres: bool) -> _Fold:
+    """Each new call joined to its cycle (stored, or opened earlier in the batch), or to a cycle it opens."""
+    fold = _Fold(_Batch(fresh))
+    batch = fold.batch
+    for new in fresh:
+        cycle = batch.find(new)
+        if cycle is None:
+            cycle = SchedulingCycle(
+                pod_namespace=new.pod_namespace,
+                pod_name=new.pod_name,
+                pod_uid=new.pod_uid,
+                profile=new.profile,
+                started_at=new.at,
+                finished_at=new.at,
+            )
+            batch.open(cycle)
+            fold.new_cycles.append(cycle)
+        elif cycle.pk is not None:
+            fold.touched[cycle.pk] = cycle
+        if new.pod_name and not cycle.pod_name:
+            cycle.pod_namespace, cycle.pod_name = new.pod_namespace, new.pod_name
+        call = _Call(new.summary, new=new)
+        batch.join(cycle, call)
+        # The next call's match reads it.
+        summarize(cycle, [c.summary for c in batch.calls_of(cycle)], postgres=postgres)
+        fold.joined.append((cycle, call))
+    return fold
+
+
+def _number_cycles(fold: _Fold) -> list[tuple[int, Sequence[str]]]:
+    """PostgreSQL: ids and candidate slots before the INSERT, so that calls and postings can point at them. Returns
+    the postings to add: (slot, candidates) of each cycle that got a slot."""
+    batch = fold.batch
+    if fold.new_cycles:
+        for cycle, new_id in zip(fold.new_cycles, new_cycle_ids(len(fold.new_cycles)), strict=True):
+            cycle.id = new_id
+    fresh_slots = [c for c in fold.touched.values() if _candidates_changed(batch, c)]
+    for cycle, slot in zip(fresh_slots, new_cycle_ids(len(fresh_slots)) if fresh_slots else [], strict=True):
+        cycle.candidate_slot = slot
+    for cycle in fold.new_cycles:
+        if candidates([c.summary for c in batch.calls_of(cycle)]):
+            cycle.candidate_slot = cycle.id
+    return [
+        (cycle.candidate_slot, candidates([c.summary for c in batch.calls_of(cycle)]))
+        for cycle in [*fold.new_cycles, *fresh_slots]
+        if cycle.candidate_slot is not None
+    ]
+
+
+def _sealed_rows(fold: _Fold, chain: ChainAppender) -> tuple[list[dict[str, Any]], BatchTallies]:
+    """Each new call's row (``record_writes.call_row``) linked into the chain, and the batch's node counts.
+
+    In arrival order: the chain's order, and (the rows are inserted in this order) the ids' order.
+    """
+    rows: list[dict[str, Any]] = []
+    tallies = BatchTallies()
+    for cycle, call in fold.joined:
+        new = call.new
+        assert new is not None
+        if new.verb == "prioritize" and (new.refers_to or new.body is not None):
+            new = call.new = _referring_right(fold.batch.calls_of(cycle), new)
+        row = call_row(cycle.id, new)
+        row["chain_hash"] = chain.link(call_content(row))
+        tallies.add(new)
+        rows.append(row)
+    return rows, tallies
 
 
 def _explain_binds(batch: _Batch, joined: Sequence[tuple[SchedulingCycle, _Call]]) -> None:
@@ -632,67 +386,3 @@ def _explain_binds(batch: _Batch, joined: Sequence[tuple[SchedulingCycle, _Call]
             pod_events.explained_bind(cycle=cycle, records=records)
         except Exception:  # the record is written; an Event is a courtesy and never fails the ingest
             log.warning("could not queue the Explained Event of cycle %s", cycle.pk, exc_info=True)
-
-
-def _ingest_rows(spool: Spool, ready: list[tuple[SpoolRow, Prepared | None]]) -> None:
-    """Ingest in one transaction; if the database refuses the batch's content, row by row, setting aside the rows
-    it refuses (an outage is raised instead: those rows wait in the spool)."""
-    try:
-        _ingest([prepared for _, prepared in ready if prepared is not None])
-    except (OperationalError, InterfaceError):
-        raise
-    except Exception:
-        log.warning("an ingest batch was refused; retrying its records one by one", exc_info=True)
-    else:
-        for row, prepared in ready:
-            if prepared is None:
-                spool.reject(row.id, "not a verb record")
-        return
-    for row, prepared in ready:
-        if prepared is None:
-            spool.reject(row.id, "not a verb record")
-            continue
-        try:
-            _ingest([prepared])
-        except (OperationalError, InterfaceError):
-            raise
-        except Exception as exc:
-            log.error("spool row %s was refused by the database and set aside: %s", row.id, exc, exc_info=True)
-            spool.reject(row.id, f"{type(exc).__name__}: {exc}")
-
-
-def spool_ingest(
-    *,
-    spool: Spool,
-    batch_size: int = 500,
-    max_batches: int | None = None,
-    confirm_grace_seconds: float | None = None,
-    preparer: Executor | None = None,
-    ahead: int = 2,
-) -> int:
-    """Move records from the spool into the database; safe to run from several processes at once.
-
-    Deleting from the spool only after the database commit means a crash in between re-ingests the batch,
-    which the unique ``event_id`` makes harmless. A record whose answer was not confirmed written within
-    ``confirm_grace_seconds`` (``SCHEDLENS_ANSWER_CONFIRM_SECONDS``) is stored as a failed call (see
-    ``dashboard.spool``). Returns how many records left the spool. The next batch is prepared while one is
-    written (``dashboard.services.spool_read_ahead``): by ``preparer``'s processes
-    (``dashboard.services.preparing_processes``), kept ``ahead`` batches ahead, else by a thread.
-    """
-    grace = settings.SCHEDLENS_ANSWER_CONFIRM_SECONDS if confirm_grace_seconds is None else confirm_grace_seconds
-    moved = 0
-    with spool.ingest_lease() as leased:
-        if not leased:
-            return 0
-        with SpoolReadAhead(
-            spool,
-            batch_size=batch_size,
-            max_batches=max_batches,
-            settle=partial(settled, grace_seconds=grace),
-            executor=preparer,
-        ) as batches:
-            for ready in batches:
-                _ingest_rows(spool, with_rows(ready))
-                spool.delete_through(ready[-1][0].id)
-                moved += len(ready)
-    return moved

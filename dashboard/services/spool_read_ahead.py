@@ -1,8 +1,8 @@
-"""Prepare the spool's next batches while the ingester writes the current one to the database.
+"""Build the spool's next batches while the ingester writes the current one to the database.
 
-Preparing a batch (decoding records, building bodies) takes longer than writing one (COPY, commit), which mostly
-waits for PostgreSQL. A thread preparing the next batch keeps the process busy during those waits; a process of its
-own (``dashboard.services.preparing_processes``) prepares beside the writing on another core, and is kept batches
+Building a batch's calls (decoding records, building bodies) takes longer than writing them (COPY, commit), which
+mostly waits for PostgreSQL. A thread building the next batch keeps the process busy during those waits; a process
+of its own (``dashboard.services.call_builders``) builds beside the writing on another core, and is kept batches
 ahead so that it never waits for the ingester to read the spool. Nothing changes for the records: batches are the
 same rows in the same order, handed over in arrival order, and a row leaves the spool only after its batch
 committed. The spool is read by the ingester's own thread (and its own SQLite connection), as before.
@@ -21,7 +21,7 @@ T = TypeVar("T")
 
 Settle = Callable[[list[SpoolRow]], list[T]]
 """Rows in spool order → what was made of each of the leading rows ready for the database, in order (the rows
-themselves stay with the reader: from a preparing process, only what was made of them travels back)."""
+themselves stay with the reader: from a builder process, only what was made of them travels back)."""
 
 
 class SpoolReadAhead(Generic[T]):
@@ -30,10 +30,10 @@ class SpoolReadAhead(Generic[T]):
     Use as a context manager and iterate; delete a batch's rows from the spool before taking the next batch. The
     batches end at the first one that ``settle`` cut short (a row held back) or left empty, after ``max_batches``,
     or when the spool is drained. Leaving early waits for the batches being settled and drops them: their rows stay
-    in the spool (the next pass reads and prepares them again).
+    in the spool (the next pass reads and settles them again).
 
     ``executor``: where batches are settled, each by one worker, handed over in order: by default a thread of this
-    reader's own, one batch ahead; a given executor (preparing processes, which need ``settle`` picklable) is kept
+    reader's own, one batch ahead; a given executor (builder processes, which need ``settle`` picklable) is kept
     ``ahead`` batches ahead.
     """
 

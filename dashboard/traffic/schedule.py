@@ -27,6 +27,6 @@ def traffic_beat_schedule(profiles: Mapping[str, Profile], *, refresh_seconds: f
             "options": {"expires": refresh_seconds},
         }
     schedule["prune-traffic-refreshes"] = {"task": PRUNE_TASK, "schedule": PRUNE_EVERY_SECONDS}
-    # Audit retention (dashboard.services.audit.cycles_prune) runs on the same hourly beat.
+    # Audit retention (dashboard.services.retention.cycles_prune) runs on the same hourly beat.
     schedule["prune-cycles"] = {"task": PRUNE_CYCLES_TASK, "schedule": PRUNE_EVERY_SECONDS}
     return schedule

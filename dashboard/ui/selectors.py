@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from dashboard.models import NodeTally, SchedulingCycle, VerbCall, call_data
+from dashboard.models import NodeTally, SchedulingCycle, VerbCall, call_data, shared_part_data
 from dashboard.runtime import configured_profiles, running_runtime
 
 PAGE_SIZE = 50
@@ -155,9 +155,9 @@ class NodesReport:
     """Where traffic over time came from (recorded cycles, or the traffic app's refresh snapshots)."""
 
 
-def _filter_record(body: bytes | None, record_json: Any) -> dict[str, Any]:
+def _stored_filter_record(body: bytes | None, record_json: Any) -> dict[str, Any]:
     """A filter call's record from its stored columns (a filter's body refers to no other call)."""
-    return call_data(body, record_json, None, lookup=lambda _event_id: None)[0]
+    return call_data(body, record_json, None, filter_records=lambda _event_id: None, shared_parts=shared_part_data)[0]
 
 
 def nodes_report(*, recent_cycles: int = 200) -> NodesReport:
@@ -181,7 +181,7 @@ def nodes_report(*, recent_cycles: int = 200) -> NodesReport:
             node(preferred).preferred += 1
     calls = VerbCall.objects.filter(cycle_id__in=[c[0] for c in cycles], verb="filter").order_by("started_at")
     for started_at, body, record_json in calls.values_list("started_at", "body", "record_json"):
-        record = _filter_record(body, record_json)
+        record = _stored_filter_record(body, record_json)
         names: list[str] = record.get("nodes", [])
         failures: dict[str, dict[str, str]] = record.get("failures", {})
         traffic: list[float | None] = record.get("traffic_bytes", [])
@@ -313,7 +313,7 @@ def recorded_traffic(*, recent: int = 200) -> list[RecordedTraffic]:
     ]:
         if profile in seen:
             continue
-        record = _filter_record(body, record_json)
+        record = _stored_filter_record(body, record_json)
         traffic: list[Any] = record.get("traffic_bytes", [])
         seen[profile] = RecordedTraffic(
             profile=profile,

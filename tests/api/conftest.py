@@ -17,7 +17,7 @@ from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from dashboard.models import SchedulingCycle
-from dashboard.services.audit import AUDITOR_GROUP, auditor_token_issue
+from dashboard.services.auditors import AUDITOR_GROUP, auditor_token_issue
 from dashboard.services.cycles import cycles_ingest_events
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import NodeInfo, NodeResourcesSpec, StaticCluster

@@ -21,7 +21,7 @@ from django.db import connection
 from dashboard.filters import CycleFilterSet
 from dashboard.models import SchedulingCycle
 from dashboard.services.cycles import cycles_ingest_events
-from dashboard.services.ingest_prepare import prepare
+from dashboard.services.new_calls import build_call
 from scheduler_core.answer import preference_tied
 from tests.api.conftest import T0, KubeScheduler
 
@@ -126,7 +126,7 @@ def test_a_prepared_call_keeps_its_flag_across_the_process_boundary():
     """Prepared calls are pickled from the preparing processes to the ingester (``Summary.__getstate__``)."""
     for traffic, expected in ((TIED, True), (UNTIED, False)):
         _, scored, _ = scheduler(traffic).events(at=T0, name="pickled-1", nodes=NODES)
-        prepared = prepare(scored)
+        prepared = build_call(scored)
         assert prepared.summary.answer_tie is expected
         received = pickle.loads(pickle.dumps(prepared))  # noqa: S301 (our own bytes)
         assert received.summary.answer_tie is expected

@@ -12,18 +12,17 @@ from django.core.management import CommandError, call_command
 from django.db import connection, connections
 
 from dashboard.models import AuditCheckpoint, NodeTally, SchedulingCycle, VerbCall
-from dashboard.packing import PackedDict, stored_form
-from dashboard.services.audit import (
+from dashboard.services.audit_chain import (
     CONTENT_FIELDS,
     GENESIS,
-    AuditChainBrokenError,
     _canonical,
     audit_chain_verify,
     call_content,
     chain_link,
-    cycles_prune,
 )
 from dashboard.services.cycles import cycles_ingest_events
+from dashboard.services.retention import AuditChainBrokenError, cycles_prune
+from dashboard.storage.packed_json import PackedDict, stored_form
 from tests.api.conftest import T0
 
 MINUTE = timedelta(minutes=1)

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from dashboard.api.selectors import redact
-from dashboard.services.audit import node_tallies_rebuild
+from dashboard.services.node_tallies import node_tallies_rebuild
 from tests.api.conftest import NODES, T0
 
 MINUTE = timedelta(minutes=1)

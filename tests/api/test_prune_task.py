@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from dashboard.models import SchedulingCycle
-from dashboard.services.audit import audit_chain_verify
+from dashboard.services.audit_chain import audit_chain_verify
 from dashboard.services.cycles import cycles_ingest_events
 from dashboard.tasks import prune_cycles
 from scheduler_core.record import VerbEvent

@@ -1,10 +1,10 @@
 """Records share lists with the calls after them, and the spool compresses a shared list once.
 
 The verbs hand later calls the very objects an earlier record holds (a candidate list, a filter outcome's lists and
-answer, a snapshot's traffic column, unchanged plugin scores) and ``record.encode_event`` compresses each such object
-once per process. Both are right only if no record changes after its verb returned: these tests drive the verbs as
-kube-scheduler would, unknown nodes included (the verb replaces lists it must change), and check every record as its
-call left it, and as the spool gives it back, once every later call has run.
+answer, a snapshot's traffic column, unchanged plugin scores) and ``spool_codec.encode_event`` compresses each such
+object once per process. Both are right only if no record changes after its verb returned: these tests drive the
+verbs as kube-scheduler would, unknown nodes included (the verb replaces lists it must change), and check every
+record as its call left it, and as the spool gives it back, once every later call has run.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import msgspec
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import StaticCluster
 from scheduler_core.profiles import load_profiles
-from scheduler_core.record import VerbEvent, decode_event, encode_event
+from scheduler_core.record import VerbEvent
 from scheduler_core.simulator import make_cluster, make_pod
+from scheduler_core.spool_codec import decode_event, encode_event
 from scheduler_core.traffic.store import TrafficStore
 from scheduler_core.traffic.synthetic import SyntheticTrafficSource
 from scheduler_core.verbs import UNKNOWN_NODE, Extender

@@ -7,19 +7,21 @@ from typing import Any
 import msgspec
 import pytest
 
-from scheduler_core import record as record_module
+from scheduler_core import spool_codec
 from scheduler_core.compression import compressor, decompressor
 from scheduler_core.record import (
-    SPOOL_BINARY,
-    SPOOL_BINARY_DERIVED,
-    SPOOL_FIELDS,
-    SPOOL_FRAMED,
     BindRecord,
     FilterRecord,
     PluginScores,
     PreemptRecord,
     PrioritizeRecord,
     VerbEvent,
+)
+from scheduler_core.spool_codec import (
+    SPOOL_BINARY,
+    SPOOL_BINARY_DERIVED,
+    SPOOL_FIELDS,
+    SPOOL_FRAMED,
     answer_of,
     decode_event,
     encode_event,
@@ -88,10 +90,10 @@ SPOOLED_LAYOUT = (
 
 
 def unpacked(data: bytes) -> tuple[list[Any], list[bytes]]:
-    """A framed record's rest (its fields by position, parts by number) and its parts, decompressed."""
+    """A framed record's rest (its fields by position, frames by number) and its frames, decompressed."""
     assert data.startswith(SPOOL_FRAMED)
-    rest, *parts = msgspec.msgpack.decode(data[len(SPOOL_FRAMED) :])
-    return msgspec.msgpack.decode(decompressor().decompress(rest)), [decompressor().decompress(p) for p in parts]
+    rest, *frames = msgspec.msgpack.decode(data[len(SPOOL_FRAMED) :])
+    return msgspec.msgpack.decode(decompressor().decompress(rest)), [decompressor().decompress(f) for f in frames]
 
 
 def test_every_field_of_a_verb_event_survives_the_binary_spool_form() -> None:
@@ -103,9 +105,9 @@ def test_every_field_of_a_verb_event_survives_the_binary_spool_form() -> None:
         assert getattr(event, name) != getattr(defaults, name), name
 
     data = encode_event(event)
-    rest, parts = unpacked(data)
+    rest, frames = unpacked(data)
     assert rest[SPOOL_FIELDS.index("response")] == 0, "a derived answer is left out"
-    assert not any(bytes(event.response) in part for part in parts)
+    assert not any(bytes(event.response) in frame for frame in frames)
     back = decode_event(data)
     for name in names:
         assert getattr(back, name) == getattr(event, name), name
@@ -125,7 +127,7 @@ def test_the_spool_form_keeps_the_positions_of_records_already_spooled() -> None
     def positions(record: bytes) -> list[Any]:
         return list(msgspec.msgpack.decode(decompressor().decompress(record[len(SPOOL_BINARY) :])))
 
-    # The framed form keeps the same positions, a part's number where the part was.
+    # The framed form keeps the same positions, a frame's number where the field was.
     rest, _ = unpacked(encode_event(event))
     for position, value in enumerate(positions(data)):
         if SPOOLED_LAYOUT[position] not in ("filter", "prioritize", "response"):
@@ -147,8 +149,8 @@ def test_an_answer_not_derived_from_the_record_is_spooled_as_it_was_sent() -> No
     # A prioritize answered otherwise (not by the verb's own encoding) keeps its bytes in the spool.
     event = VerbEvent(**{**EVERY_FIELD, "answer_derived": False, "response": msgspec.Raw(b'[{"Host":"a","Score":7}]')})
     data = encode_event(event)
-    rest, parts = unpacked(data)
-    assert parts[rest[SPOOL_FIELDS.index("response")] - 1] == bytes(event.response)
+    rest, frames = unpacked(data)
+    assert frames[rest[SPOOL_FIELDS.index("response")] - 1] == bytes(event.response)
     assert decode_event(data) == event
 
 
@@ -201,13 +203,13 @@ def test_a_node_list_of_the_wrong_type_is_refused_when_read() -> None:
         decode_event(data)
 
 
-def framed(rest: list[Any], parts: list[Any]) -> bytes:
+def framed(rest: list[Any], frames: list[Any]) -> bytes:
     compress = compressor(-1).compress
-    packed = [compress(msgspec.msgpack.encode(rest)), *(compress(msgspec.msgpack.encode(p)) for p in parts)]
+    packed = [compress(msgspec.msgpack.encode(rest)), *(compress(msgspec.msgpack.encode(f)) for f in frames)]
     return SPOOL_FRAMED + msgspec.msgpack.encode(packed)
 
 
-def test_a_framed_node_list_of_the_wrong_type_or_a_missing_part_is_refused_when_read() -> None:
+def test_a_framed_node_list_of_the_wrong_type_or_a_missing_frame_is_refused_when_read() -> None:
     rest, _ = unpacked(encode_event(VerbEvent(**{**EVERY_FIELD, "prioritize": None, "answer_derived": False})))
     rest[SPOOL_FIELDS.index("filter")] = {"nodes": 1, "passed": 2}
     rest[SPOOL_FIELDS.index("response")] = 0
@@ -220,7 +222,7 @@ def test_a_framed_node_list_of_the_wrong_type_or_a_missing_part_is_refused_when_
         decode_event(SPOOL_FRAMED + msgspec.msgpack.encode([b"not zstd"]))
 
 
-def test_parts_shared_between_calls_are_compressed_once(monkeypatch) -> None:
+def test_frames_shared_between_calls_are_compressed_once(monkeypatch) -> None:
     # The verbs give calls with the same candidate list and verdicts the same list objects (and the same answer).
     compressed: list[int] = []
 
@@ -232,7 +234,7 @@ def test_parts_shared_between_calls_are_compressed_once(monkeypatch) -> None:
             compressed.append(len(data))
             return self.inner.compress(data)
 
-    monkeypatch.setattr(record_module, "compressor", Counting)
+    monkeypatch.setattr(spool_codec, "compressor", Counting)
     nodes = [f"node-{i:04d}" for i in range(1000)]
     filter_record = FilterRecord(nodes=nodes, passed=nodes[:900], traffic_bytes=[float(i) for i in range(1000)])
     answer = msgspec.Raw(msgspec.json.encode({"NodeNames": nodes[:900]}))

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dashboard.models import VerbCall
-from dashboard.services.audit import audit_chain_verify
+from dashboard.services.audit_chain import audit_chain_verify
 from dashboard.spool import Spool
 from scheduler_core.simulator import make_cluster
 from tests.faults.load import LoadResult, PacedLoad

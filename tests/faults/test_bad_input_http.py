@@ -17,10 +17,11 @@ import msgspec
 import pytest
 
 from dashboard.models import VerbCall
-from dashboard.services.cycles import spool_ingest
+from dashboard.services.spool_ingest import spool_ingest
 from dashboard.spool import Spool
-from scheduler_core.record import VerbEvent, decode_event
+from scheduler_core.record import VerbEvent
 from scheduler_core.simulator import make_cluster
+from scheduler_core.spool_codec import decode_event
 from tests.faults.conftest import production_environment
 from tests.faults.services import Gunicorn, wait_for
 

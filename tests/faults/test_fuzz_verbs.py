@@ -21,12 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dashboard.models import VerbCall
-from dashboard.services.cycles import spool_ingest
+from dashboard.services.spool_ingest import spool_ingest
 from dashboard.spool import Spool
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import NodeInfo, NodeResourcesSpec, StaticCluster
 from scheduler_core.profiles import load_profiles
-from scheduler_core.record import encode_event
+from scheduler_core.spool_codec import encode_event
 from scheduler_core.verbs import Extender, VerbResult
 from tests.conftest import CAPTURES, EXAMPLES, traffic_store
 

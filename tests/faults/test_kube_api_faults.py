@@ -17,7 +17,7 @@ import msgspec
 import pytest
 
 from dashboard.models import Outcome, SchedulingCycle
-from dashboard.services.cycles import spool_ingest
+from dashboard.services.spool_ingest import spool_ingest
 from dashboard.spool import Spool
 from scheduler_core.simulator import ExtenderClient
 from tests.fake_kube_api import FakeKubeAPI, write_kubeconfig

@@ -23,7 +23,7 @@ import msgspec
 import pytest
 
 from dashboard.models import Outcome, VerbCall
-from dashboard.services.ingest_prepare import ANSWER_NOT_CONFIRMED
+from dashboard.services.spool_ingest import ANSWER_NOT_CONFIRMED
 from dashboard.spool import Spool
 from scheduler_core.simulator import make_node, make_pod
 from tests.faults.services import Gunicorn, database_url, wait_for

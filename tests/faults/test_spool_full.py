@@ -20,7 +20,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from dashboard import runtime as runtime_module
-from scheduler_core.record import decode_event
+from scheduler_core.spool_codec import decode_event
 from tests.conftest import traffic_store
 from tests.faults.services import Gunicorn, tmpfs, wait_for
 

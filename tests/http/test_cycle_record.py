@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from dashboard.models import Outcome, SchedulingCycle, VerbCall
-from dashboard.services.cycles import spool_ingest
+from dashboard.services.spool_ingest import spool_ingest
 from dashboard.spool import Spool
 from tests.conftest import ingest_everything
 from tests.live_server import LiveServer

@@ -13,7 +13,7 @@ from bisect import bisect_right
 
 import pytest
 
-from dashboard.packing import _EXTENDER_THRESHOLDS, _extender_of, _shuffle, _unshuffle
+from dashboard.storage.columns import _EXTENDER_THRESHOLDS, _shuffle, _unshuffle, extender_of
 
 
 def _bisected(final: list[float]) -> list[int]:
@@ -33,19 +33,19 @@ def test_extender_scores_match_the_bisection_for_every_kind_of_float() -> None:
         [],
     ]
     for final in finals:
-        assert _extender_of(final) == _bisected(final)
+        assert extender_of(final) == _bisected(final)
 
 
 @pytest.mark.parametrize("final", [[1, 2, 99], [True, 50.5], [10**30, 1.0], [2**53 + 1, -(2**60)]])
 def test_extender_scores_of_ints_and_bools_match_the_bisection(final: list[float]) -> None:
-    assert _extender_of(final) == _bisected(final)
+    assert extender_of(final) == _bisected(final)
 
 
 def test_extender_scores_of_values_that_are_not_numbers_fail_as_before() -> None:
     with pytest.raises(TypeError):
-        _extender_of([1.0, None])  # type: ignore[list-item]
+        extender_of([1.0, None])  # type: ignore[list-item]
     with pytest.raises(TypeError):
-        _extender_of(["5.0"])  # type: ignore[list-item]
+        extender_of(["5.0"])  # type: ignore[list-item]
 
 
 def test_shuffled_bytes_are_byte_i_of_every_value_together() -> None:

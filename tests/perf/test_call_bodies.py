@@ -18,33 +18,32 @@ import pytest
 from django.db import connection
 
 from dashboard.models import NodePosting, SchedulingCycle, VerbCall
-from dashboard.packing import (
+from dashboard.services import cycles, new_calls
+from dashboard.services.audit_chain import audit_chain_verify
+from dashboard.services.cycles import cycles_ingest_events
+from dashboard.services.new_calls import record_of
+from dashboard.services.sanitize import NAME_LIMIT, NUL_SHOWN
+from dashboard.services.spool_ingest import spool_ingest
+from dashboard.spool import Spool
+from dashboard.storage.call_body import Body, body_decode, body_encode, body_encode_with_references
+from dashboard.storage.columns import (
     F64_SHUFFLED,
     FILTER_TRAFFIC,
     GENERIC,
     INVERSE_SHARE,
     TEXT,
     WEIGHTED_MEAN,
-    Body,
-    body_decode,
-    body_encode,
-    body_encode_with_facts,
     column_decode,
     column_encode,
 )
-from dashboard.services import cycles, ingest_prepare
-from dashboard.services.audit import audit_chain_verify
-from dashboard.services.cycles import cycles_ingest_events, spool_ingest
-from dashboard.services.ingest_prepare import record_of
-from dashboard.services.storable import NAME_LIMIT, NUL_SHOWN
-from dashboard.spool import Spool
 from dashboard.traffic.view import LocalInputs
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import NodeInfo, StaticCluster
 from scheduler_core.herd import InMemoryBindLog
 from scheduler_core.profiles import load_profiles
-from scheduler_core.record import SPOOL_FRAMED, VerbEvent, decode_event, encode_event
+from scheduler_core.record import VerbEvent
 from scheduler_core.simulator import make_cluster, make_pod
+from scheduler_core.spool_codec import SPOOL_FRAMED, decode_event, encode_event
 from scheduler_core.traffic.store import TrafficStore
 from scheduler_core.traffic.synthetic import SyntheticTrafficSource
 from scheduler_core.verbs import Extender
@@ -90,10 +89,11 @@ def cycle_events(extender: Extender, cluster: Any, rng: random.Random, *, profil
     return [decode_event(encode_event(e)) for e in events]
 
 
-def assert_read_back(event: VerbEvent, lookup: Any = None) -> dict[str, Any]:
-    encoded = body_encode_with_facts(event)
-    parts = {encoded.part.digest: encoded.part.data} if encoded.part is not None else {}
-    record, answer = body_decode(encoded.body, lookup=lookup or (lambda _event_id: None), parts=parts.get)
+def assert_read_back(event: VerbEvent) -> dict[str, Any]:
+    encoded = body_encode_with_references(event)
+    shared = encoded.shared_part
+    shared_parts = {shared.digest: shared.data} if shared is not None else {}
+    record, answer = body_decode(encoded.body, filter_records=lambda _event_id: None, shared_parts=shared_parts.get)
     assert record == record_of(event)
     assert answer == msgspec.json.decode(event.response)
     return record
@@ -177,7 +177,7 @@ def test_a_prioritize_refers_to_its_filter_and_not_to_another_filter_of_the_same
     cycles_ingest_events(events=events[:1])
     # The ingester last saw another filter of this pod (say, of a retry it had not written yet).
     other = msgspec.structs.replace(events[0], event_id="f" * 32, started_at=events[0].started_at + 60)
-    ingest_prepare.prepare(other)
+    new_calls.build_call(other)
     cycles_ingest_events(events=events[1:])
     prioritize = VerbCall.objects.get(verb="prioritize")
     assert prioritize.record == record_of(events[1])
@@ -190,7 +190,7 @@ def test_a_prioritize_ingested_after_its_filter_still_refers_to_it():
     extender, cluster = demo_extender(40)
     events = cycle_events(extender, cluster, random.Random(4), profile="default", mode="names")
     cycles_ingest_events(events=events[:1])
-    ingest_prepare.recent_filters.put(events[0].pod_uid, None)  # another replica's ingester: never saw the filter
+    new_calls.recent_filters.put(events[0].pod_uid, None)  # another replica's ingester: never saw the filter
     cycles_ingest_events(events=events[1:])
     prioritize = VerbCall.objects.get(verb="prioritize")
     decoded = msgspec.msgpack.decode(body_plain(prioritize.body))
@@ -204,11 +204,11 @@ def test_a_prioritize_that_guessed_another_filter_refers_to_its_own_handed_over_
     extender, cluster = demo_extender(40)
     events = cycle_events(extender, cluster, random.Random(12), profile="default", mode="names")
     other = msgspec.structs.replace(events[0], event_id="e" * 32, started_at=events[0].started_at - 60)
-    ingest_prepare.prepare(other)  # the preparing process last saw another filter of this pod
-    guessed = ingest_prepare.Prepared.of(events[1], facts=ingest_prepare.recent_filters.get(events[1].pod_uid))
+    new_calls.build_call(other)  # the builder process last saw another filter of this pod
+    guessed = new_calls.NewCall.of(events[1], reference=new_calls.recent_filters.get(events[1].pod_uid))
     assert guessed.refers_to == other.event_id
-    own = _through_a_process(ingest_prepare.prepare(events[0]))  # its facts stayed in the preparing process
-    cycles._ingest([own, guessed])
+    own = _through_a_process(new_calls.build_call(events[0]))  # its reference stayed in the builder process
+    cycles.ingest_calls([own, guessed])
     prioritize = VerbCall.objects.get(verb="prioritize")
     assert msgspec.msgpack.decode(body_plain(prioritize.body))[3][5] == events[0].event_id
     assert prioritize.record == record_of(events[1])
@@ -223,17 +223,17 @@ def _through_a_process(value: Any) -> Any:
 def test_prepared_calls_come_back_from_a_preparing_process_field_for_field():
     extender, cluster = demo_extender(40)
     events = cycle_events(extender, cluster, random.Random(5), profile="default", mode="names")
-    sent = [ingest_prepare.prepare(event) for event in events]
+    sent = [new_calls.build_call(event) for event in events]
     assert sent[0].summary.nodes, "a filter's candidate list travels joined"
     assert sent[0].failed, "and so does its list of failed nodes"
-    assert sent[0].facts is not None, "the filter has facts a prioritize may refer to"
+    assert sent[0].filter_reference is not None, "the filter has a reference a prioritize may make"
     for original, back in zip(sent, _through_a_process(sent), strict=True):
         for name in original.__slots__:
-            if name not in {"summary", "facts"}:
+            if name not in {"summary", "filter_reference"}:
                 assert getattr(back, name) == getattr(original, name), name
-        # A filter's facts stay behind (~15 KB); the writer makes the same again from the body when it needs them.
-        assert back.facts is None
-        assert cycles._new_facts(back) == original.facts
+        # A filter's reference stays behind; the writer makes the same again from the body when it needs it.
+        assert back.filter_reference is None
+        assert cycles._new_filter_reference(back) == original.filter_reference
         for name in original.summary.__slots__:
             assert getattr(back.summary, name) == getattr(original.summary, name), f"summary.{name}"
     first, second = _through_a_process(sent[0]), _through_a_process(sent[0])
@@ -250,12 +250,12 @@ def body_plain(body: bytes) -> bytes:
 def test_nul_anywhere_in_a_binary_spooled_record_is_stored_visible(tmp_path):
     extender, cluster = demo_extender(20)
     event = cycle_events(extender, cluster, random.Random(6), profile="default", mode="names")[0]
-    part = event.filter
-    assert part is not None
-    failures = {name: {plugin: f"{reason}\x00!" for plugin, reason in r.items()} for name, r in part.failures.items()}
-    nodes = [*part.nodes[:-1], part.nodes[-1] + "\x00x"]
+    filtered = event.filter
+    assert filtered is not None
+    failures = {n: {plugin: f"{reason}\x00!" for plugin, reason in r.items()} for n, r in filtered.failures.items()}
+    nodes = [*filtered.nodes[:-1], filtered.nodes[-1] + "\x00x"]
     event = msgspec.structs.replace(
-        event, pod_name="web\x00", filter=msgspec.structs.replace(part, failures=failures, nodes=nodes)
+        event, pod_name="web\x00", filter=msgspec.structs.replace(filtered, failures=failures, nodes=nodes)
     )
     spool = Spool(tmp_path)
     data = encode_event(event)
@@ -264,7 +264,7 @@ def test_nul_anywhere_in_a_binary_spooled_record_is_stored_visible(tmp_path):
     assert spool_ingest(spool=spool, confirm_grace_seconds=0) == 1
     assert spool.rejected() == []
     call = VerbCall.objects.get()
-    assert call.record["nodes"][-1] == part.nodes[-1] + f"{NUL_SHOWN}x"
+    assert call.record["nodes"][-1] == filtered.nodes[-1] + f"{NUL_SHOWN}x"
     assert all(NUL_SHOWN in reason for r in call.record["failures"].values() for reason in r.values())
     assert call.cycle.pod_name == f"web{NUL_SHOWN}"
     assert audit_chain_verify().ok
@@ -389,8 +389,8 @@ def bound_cycles(extender: Extender, cluster: Any, rng: random.Random, count: in
     scored = []
     for _ in range(count):
         events = cycle_events(extender, cluster, rng, profile="default", mode="names")
-        part = events[-1].prioritize
-        best = part.nodes[part.final.index(max(part.final))]
+        scored_record = events[-1].prioritize
+        best = scored_record.nodes[scored_record.final.index(max(scored_record.final))]
         meta = events[-1]
         extender.bind(
             "default",
@@ -435,10 +435,12 @@ def test_final_scores_that_are_not_the_mean_of_the_scores_read_back_exactly(chan
     """A record from another version, or altered: whatever the final scores hold, they come back as recorded."""
     extender, cluster = demo_extender(120, herd=True)
     event = bound_cycles(extender, cluster, random.Random(9), 2)[-1]
-    part = event.prioritize
-    final = change(part.final)
-    changed = msgspec.structs.replace(event, prioritize=msgspec.structs.replace(part, final=final))
-    record, _answer = body_decode(body_encode(changed), lookup=lambda _event_id: None)
+    scored = event.prioritize
+    final = change(scored.final)
+    changed = msgspec.structs.replace(event, prioritize=msgspec.structs.replace(scored, final=final))
+    record, _answer = body_decode(
+        body_encode(changed), filter_records=lambda _event_id: None, shared_parts=lambda _digest: None
+    )
     # Compared as MessagePack: the same types, bits, NaN and -0.0 (NaN is never equal to itself in a list).
     assert msgspec.msgpack.encode(record) == msgspec.msgpack.encode(record_of(changed))
     assert prioritize_body(changed).final.kind == kind
@@ -447,12 +449,12 @@ def test_final_scores_that_are_not_the_mean_of_the_scores_read_back_exactly(chan
 def test_traffic_scores_that_are_not_computed_from_the_raw_figures_read_back_exactly():
     extender, cluster = demo_extender(120, herd=True)
     event = bound_cycles(extender, cluster, random.Random(10), 2)[-1]
-    part = event.prioritize
+    scored = event.prioritize
     plugins = [
         msgspec.structs.replace(p, scores=[round(s / 3, 4) for s in p.scores]) if p.name == "NetworkTraffic" else p
-        for p in part.plugins
+        for p in scored.plugins
     ]
-    changed = msgspec.structs.replace(event, prioritize=msgspec.structs.replace(part, plugins=plugins))
+    changed = msgspec.structs.replace(event, prioritize=msgspec.structs.replace(scored, plugins=plugins))
     assert_read_back(changed)
     body = prioritize_body(changed)
     assert body.scores[[p.name for p in plugins].index("NetworkTraffic")].kind == TEXT
@@ -463,7 +465,7 @@ def test_the_node_counts_of_a_batch_are_what_its_calls_count_one_by_one():
     """The ingester counts a batch's calls a distinct list at a time; pruning subtracts them a call at a time
     (``audit.tally_call``): both must give the same counts and last-seen times."""
     from dashboard.models import NodeTally
-    from dashboard.services.audit import NodeCounts, tally_call
+    from dashboard.services.node_tallies import NodeCounts, tally_call
 
     extender, cluster = demo_extender(60, without_metrics=2)
     rng = random.Random(13)

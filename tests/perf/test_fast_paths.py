@@ -97,7 +97,7 @@ def test_host_priorities_are_encoded_like_the_host_priority_structs(hosts):
     ],
 )
 def test_host_priorities_refuse_or_encode_whatever_they_get_like_the_structs(hosts, scores):
-    """The stored-body derivation (``dashboard.packing``) relies on this encoder too, on decoded records."""
+    """The stored-body derivation (``dashboard.storage.call_body``) relies on this encoder too, on decoded records."""
 
     def outcome(encode):
         try:

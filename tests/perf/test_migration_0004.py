@@ -11,8 +11,8 @@ from django.db.migrations.executor import MigrationExecutor
 
 from dashboard.filters import cycles_considering
 from dashboard.models import NodePosting, SchedulingCycle, VerbCall
-from dashboard.packing import pack
-from dashboard.services.audit import GENESIS, audit_chain_verify, call_content, chain_link
+from dashboard.services.audit_chain import GENESIS, audit_chain_verify, call_content, chain_link
+from dashboard.storage.packed_json import pack
 
 BEFORE = [("dashboard", "0003_verbcall_packed_json")]
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

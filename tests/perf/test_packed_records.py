@@ -6,15 +6,16 @@ import msgspec
 import pytest
 from django.db import connection
 
-from dashboard.selectors import cycles_with_calls
 from dashboard.models import VerbCall
-from dashboard.packing import BODY_FORMAT, PACK_KEY, PackedDict, pack, unpack
-from dashboard.services.audit import audit_chain_verify
+from dashboard.selectors import cycles_with_calls
+from dashboard.services.audit_chain import audit_chain_verify
 from dashboard.services.cycles import cycles_ingest_events
+from dashboard.storage.call_body import BODY_FORMAT
+from dashboard.storage.packed_json import PACK_KEY, PackedDict, pack, unpack
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import NodeInfo, StaticCluster
 from scheduler_core.profiles import load_profiles
-from scheduler_core.record import decode_event, encode_event
+from scheduler_core.spool_codec import decode_event, encode_event
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
 from scheduler_core.traffic.store import TrafficStore
 from scheduler_core.verbs import Extender

@@ -10,11 +10,14 @@ import msgspec
 import pytest
 from django.db import connection
 
-from dashboard.models import SchedulingCycle, SharedPart, VerbCall
-from dashboard.packing import MIN_SHARED_BYTES, FilterBody, _body_decoder, stored_part
-from dashboard.services.audit import audit_chain_verify, cycles_prune
+from dashboard import models
+from dashboard.models import SchedulingCycle, SharedPart, VerbCall, shared_part_data
+from dashboard.services.audit_chain import audit_chain_verify
 from dashboard.services.cycles import cycles_ingest_events
-from dashboard.services.ingest_prepare import record_of
+from dashboard.services.new_calls import record_of
+from dashboard.services.retention import cycles_prune
+from dashboard.storage.call_body import FilterBody, _body_decoder
+from dashboard.storage.shared_parts import MIN_SHARED_BYTES
 from scheduler_core.compression import decompressor
 from scheduler_core.record import VerbEvent
 from tests.perf.test_call_bodies import NOW, cycle_events, demo_extender
@@ -43,10 +46,8 @@ def _kinds(cycles: list[list[VerbEvent]]) -> int:
     return len(lists)
 
 
-def _clear_part_memory() -> None:
-    from dashboard import packing
-
-    packing._stored_parts.clear()  # what a fresh process reads: the database's bytes
+def _clear_shared_parts_read() -> None:
+    models._shared_parts_read.clear()  # what a fresh process reads: the database's bytes
 
 
 @pytest.mark.django_db
@@ -57,7 +58,7 @@ def test_filters_of_one_kind_of_pod_share_one_stored_part_and_read_back_exactly(
     assert SharedPart.objects.count() == _kinds(cycles) < 12, "one part per candidate list, outcome and snapshot"
     last = max(SharedPart.objects.values_list("last_used_at", flat=True))
     assert last == datetime.fromtimestamp(NOW + 11, tz=UTC), "moved to the latest call that refers to it"
-    _clear_part_memory()
+    _clear_shared_parts_read()
     for call in VerbCall.objects.all():
         event = next(e for cycle in cycles for e in cycle if e.event_id == call.event_id)
         assert call.record == record_of(event)
@@ -83,16 +84,16 @@ def test_a_small_filter_keeps_its_lists_in_its_body():
 def test_an_altered_shared_part_is_reported_by_verification_and_never_read_as_the_record():
     cycles = _cycles(3)
     cycles_ingest_events(events=[e for cycle in cycles for e in cycle])
-    part = SharedPart.objects.first()
-    data = bytearray(part.data)
+    shared_part = SharedPart.objects.first()
+    data = bytearray(shared_part.data)
     data[-1] ^= 1
-    SharedPart.objects.filter(digest=part.digest).update(data=bytes(data))
-    _clear_part_memory()
+    SharedPart.objects.filter(digest=shared_part.digest).update(data=bytes(data))
+    _clear_shared_parts_read()
 
     report = audit_chain_verify()
     assert not report.ok
-    assert report.altered_parts == (part.digest,)
-    assert part.digest in report.reason
+    assert report.altered_parts == (shared_part.digest,)
+    assert shared_part.digest in report.reason
     readings = [call.record for call in VerbCall.objects.filter(verb="filter")]
     assert any("does not match its digest" in r.get("$unreadable", "") for r in readings)
 
@@ -109,10 +110,10 @@ def test_pruning_deletes_the_parts_only_pruned_calls_referred_to():
 
     assert (result.cycles_deleted, result.parts_deleted) == (3, _kinds(old))
     assert SchedulingCycle.objects.count() == 3
-    _clear_part_memory()
+    _clear_shared_parts_read()
     for call in VerbCall.objects.filter(verb="filter"):
         assert call.record["nodes"][-1] in kept
-        assert stored_part(_digest_of(call)) is not None
+        assert shared_part_data(_digest_of(call)) is not None
     assert audit_chain_verify().ok
     assert cycles_prune(older_than=datetime.fromtimestamp(NOW + 86400, tz=UTC)).parts_deleted == _kinds(new)
     assert SharedPart.objects.count() == 0
@@ -125,7 +126,7 @@ def _filter_body_of(call: VerbCall) -> FilterBody:
 
 
 def _digest_of(call: VerbCall) -> str:
-    return _filter_body_of(call).part
+    return _filter_body_of(call).shared_part
 
 
 @pytest.mark.django_db
@@ -136,7 +137,7 @@ def test_a_part_pruned_away_is_stored_again_by_a_late_call_that_refers_to_it():
     assert SharedPart.objects.count() == 0
     late = [msgspec.structs.replace(e, started_at=e.started_at + 120) for e in cycles[1]]  # after an outage
     cycles_ingest_events(events=late)
-    _clear_part_memory()
+    _clear_shared_parts_read()
     assert VerbCall.objects.get(event_id=late[0].event_id).record == record_of(late[0])
     assert SharedPart.objects.get().last_used_at == datetime.fromtimestamp(late[0].started_at, tz=UTC)
 
@@ -151,7 +152,7 @@ def test_a_filter_answered_otherwise_than_the_part_keeps_its_own_answer():
         first, event_id="f" * 32, pod_uid="other", started_at=first.started_at + 1, response=msgspec.json.encode(answer)
     )
     cycles_ingest_events(events=[first, other])
-    _clear_part_memory()
+    _clear_shared_parts_read()
     assert VerbCall.objects.get(event_id=first.event_id).response == msgspec.json.decode(first.response)
     assert VerbCall.objects.get(event_id=other.event_id).response == answer
     assert SharedPart.objects.count() == 1

@@ -28,7 +28,8 @@ from dashboard.traffic.view import HERD_LOCAL_ONLY, REDIS_UNAVAILABLE, RedisTraf
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import StaticCluster
 from scheduler_core.profiles import load_profiles
-from scheduler_core.record import VerbEvent, decode_event
+from scheduler_core.record import VerbEvent
+from scheduler_core.spool_codec import decode_event
 from scheduler_core.traffic import TrafficQuery
 from scheduler_core.verbs import Extender
 from scheduler_core.wire import encode

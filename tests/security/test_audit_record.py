@@ -17,14 +17,14 @@ from django.contrib.auth.models import Group, User
 from rest_framework.test import APIClient
 
 from dashboard.models import SchedulingCycle, VerbCall
-from dashboard.services.audit import AUDITOR_GROUP
+from dashboard.services.auditors import AUDITOR_GROUP
 from tests.api.conftest import T0
 from tests.conftest import REPO
 
 DASHBOARD = REPO / "dashboard"
-PRUNE = ("dashboard/services/audit.py", "cycles_prune")
+PRUNE = ("dashboard/services/retention.py", "cycles_prune")
 """The one function allowed to delete calls and cycles: retention, after verifying the stretch it removes."""
-CHAIN_APPEND = ("dashboard/services/audit.py", "append")
+CHAIN_APPEND = ("dashboard/services/audit_chain.py", "append")
 """The one place a call is saved: sealed into the chain, ``force_insert``."""
 MUTATORS = {"update", "delete", "bulk_update", "save", "update_or_create", "raw", "extra"}
 

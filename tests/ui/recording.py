@@ -20,7 +20,8 @@ from dashboard.services.cycles import cycles_ingest_events
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import NodeInfo, NodeResourcesSpec, StaticCluster
 from scheduler_core.profiles import load_profiles
-from scheduler_core.record import VerbEvent, decode_event, encode_event
+from scheduler_core.record import VerbEvent
+from scheduler_core.spool_codec import decode_event, encode_event
 from scheduler_core.verbs import Extender
 from scheduler_core.wire import encode
 from tests.conftest import REPO, traffic_store

@@ -15,7 +15,7 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from dashboard.services.audit import AUDITOR_GROUP
+from dashboard.services.auditors import AUDITOR_GROUP
 
 USERNAME = "demo"
 PASSWORD = "demo"  # noqa: S105 - the demo's published login, refused outside the demo

@@ -10,8 +10,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections
 
-from dashboard.services.cycles import spool_ingest
-from dashboard.services.preparing_processes import BrokenProcessPool, start_preparing_processes
+from dashboard.services.call_builders import BrokenProcessPool, start_call_builders
+from dashboard.services.spool_ingest import spool_ingest
 from dashboard.spool import Spool
 
 
@@ -38,23 +38,23 @@ class Command(BaseCommand):
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
         processes = max(0, options["preparers"])
-        preparer = start_preparing_processes(processes) if processes else None
+        builders = start_call_builders(processes) if processes else None
         try:
             while not stop.is_set():
                 try:
                     # Keeping up, a thread costs less CPU (the verbs'): the processes are for a backlog.
-                    behind = preparer is not None and spool.backlog() >= settings.SCHEDLENS_INGEST_PREPARE_BACKLOG
-                    spool_ingest(spool=spool, preparer=preparer if behind else None, ahead=max(2, processes))
+                    behind = builders is not None and spool.backlog() >= settings.SCHEDLENS_INGEST_PREPARE_BACKLOG
+                    spool_ingest(spool=spool, builders=builders if behind else None, ahead=max(2, processes))
                 except BrokenProcessPool as exc:  # a preparing process died: the records wait, new ones start
                     self.stderr.write(f"ingest failed, will retry with new preparing processes: {exc}")
-                    if preparer is not None:
-                        preparer.shutdown(wait=False, cancel_futures=True)
-                    preparer = start_preparing_processes(processes)
+                    if builders is not None:
+                        builders.shutdown(wait=False, cancel_futures=True)
+                    builders = start_call_builders(processes)
                 except Exception as exc:  # database down: the records wait in the spool
                     self.stderr.write(f"ingest failed, will retry: {exc}")
                 finally:
                     close_old_connections()
                 stop.wait(options["interval"])
         finally:
-            if preparer is not None:
-                preparer.shutdown(wait=True, cancel_futures=True)
+            if builders is not None:
+                builders.shutdown(wait=True, cancel_futures=True)

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from dashboard.services.audit import AuditChainBrokenError, cycles_prune
+from dashboard.services.retention import AuditChainBrokenError, cycles_prune
 
 
 class Command(BaseCommand):

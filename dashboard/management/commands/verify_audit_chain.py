@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dashboard.models import VerbCall
-from dashboard.services.audit import audit_chain_verify
+from dashboard.services.audit_chain import audit_chain_verify
 
 
 class Command(BaseCommand):

@@ -1,4 +1,4 @@
-"""Make a spooled verb record storable in PostgreSQL whatever the request that produced it contained.
+"""Sanitize a spooled verb record for PostgreSQL, whatever the request that produced it contained.
 
 The verbs record what they were sent, and anyone who can reach the extender port can send anything: a profile
 name of 300 characters in the URL, a pod or node name with a NUL byte (valid JSON: ``"\\u0000"``), names longer
@@ -10,7 +10,8 @@ record would fail its ingest batch forever and hold back every record behind it.
   ``…`` and 12 hex digits of its SHA-256, so two long names that share a prefix stay distinct, and every call
   of a cycle cuts a name the same way.
 
-Records without either (all of kube-scheduler's) pass through untouched, checked in microseconds.
+Records without either (all of kube-scheduler's) pass through untouched, after a check that costs one pass over
+the bytes or, for a binary record, over each distinct node list once.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from typing import Any
 
 import msgspec
 
-from dashboard.identity_memo import IdentityMemo
-from scheduler_core.record import SPOOL_BINARY_FORMS, VerbEvent, answer_of
+from dashboard.storage.identity_cache import IdentityCache
+from scheduler_core.record import VerbEvent
+from scheduler_core.spool_codec import SPOOL_BINARY_FORMS, answer_of
 
 NUL = "\x00"
 NUL_SHOWN = "\u2400"
@@ -57,12 +59,13 @@ def _keys(mapping: dict[str, Any]) -> dict[str, Any]:
     return {clip(key, NAME_LIMIT): value for key, value in mapping.items()}
 
 
-_list_facts: IdentityMemo[tuple[int, bool]] = IdentityMemo(256)
+_longest_and_nul_by_list: IdentityCache[tuple[int, bool]] = IdentityCache(256)
 
 
-def _facts(names: Collection[str]) -> tuple[int, bool]:
-    """The longest of ``names`` and whether one holds NUL, once per list or map object (``IdentityMemo``)."""
-    return _list_facts.get((names,), lambda: (max(map(len, names), default=0), "\x00" in "".join(names)))
+def _longest_and_nul(names: Collection[str]) -> tuple[int, bool]:
+    """The length of the longest of ``names`` and whether one holds NUL, once per list or map object
+    (``IdentityCache``)."""
+    return _longest_and_nul_by_list.get((names,), lambda: (max(map(len, names), default=0), "\x00" in "".join(names)))
 
 
 def _node_lists(event: VerbEvent) -> list[Collection[str]]:
@@ -81,16 +84,16 @@ def _node_lists(event: VerbEvent) -> list[Collection[str]]:
 
 def _clip_names(event: VerbEvent) -> VerbEvent:
     replace = msgspec.structs.replace
-    if (part := event.filter) is not None:
-        part = replace(
-            part,
-            nodes=_names(part.nodes),
-            passed=_names(part.passed),
-            unresolvable=_names(part.unresolvable),
-            failures=_keys(part.failures),
-            details=_keys(part.details),
+    if (filtered := event.filter) is not None:
+        filtered = replace(
+            filtered,
+            nodes=_names(filtered.nodes),
+            passed=_names(filtered.passed),
+            unresolvable=_names(filtered.unresolvable),
+            failures=_keys(filtered.failures),
+            details=_keys(filtered.details),
         )
-        event = replace(event, filter=part)
+        event = replace(event, filter=filtered)
     if (scored := event.prioritize) is not None:
         plugins = [replace(p, notes=_keys(p.notes)) for p in scored.plugins]
         event = replace(event, prioritize=replace(scored, nodes=_names(scored.nodes), plugins=plugins))
@@ -108,7 +111,7 @@ def has_nul(event: VerbEvent) -> bool:
     """Whether a string of ``event`` that the ingester writes to a text column holds NUL (for an event spooled in
     binary form: no JSON escape to look for). The pod, the error, the node names (postings, node counts, the cycle's
     preferred node); every other string is inside the call's body, whose encoder finds NUL as JSON escapes
-    (``dashboard.packing.NulInRecordError``)."""
+    (``dashboard.storage.call_body.NulInRecordError``)."""
     texts = [
         event.event_id,
         event.verb,
@@ -122,9 +125,11 @@ def has_nul(event: VerbEvent) -> bool:
         event.error_path,
         event.server,
     ]
-    if (part := event.filter) is not None and (_facts(part.nodes)[1] or _facts(part.failures)[1]):
+    if (filtered := event.filter) is not None and (
+        _longest_and_nul(filtered.nodes)[1] or _longest_and_nul(filtered.failures)[1]
+    ):
         return True
-    if (scored := event.prioritize) is not None and _facts(scored.nodes)[1]:
+    if (scored := event.prioritize) is not None and _longest_and_nul(scored.nodes)[1]:
         return True
     if (bound := event.bind) is not None:
         texts += [bound.node, bound.detail]
@@ -133,7 +138,7 @@ def has_nul(event: VerbEvent) -> bool:
     return "\x00" in "".join(texts)
 
 
-def event_storable(event: VerbEvent, raw: bytes) -> VerbEvent:
+def sanitize_for_postgres(event: VerbEvent, raw: bytes) -> VerbEvent:
     """``event`` (decoded from the spool bytes ``raw``) with NUL replaced and over-long names cut (see above)."""
     original = event
     # msgspec writes every NUL of a JSON record as this escape: no escape, no NUL anywhere.
@@ -146,7 +151,7 @@ def event_storable(event: VerbEvent, raw: bytes) -> VerbEvent:
     fields = {name: clip(getattr(event, name), limit) for name, limit in TOP_LIMITS.items()}
     if any(fields[name] != getattr(event, name) for name in fields):
         event = msgspec.structs.replace(event, **fields)
-    if max((_facts(names)[0] for names in _node_lists(event)), default=0) > NAME_LIMIT:
+    if max((_longest_and_nul(names)[0] for names in _node_lists(event)), default=0) > NAME_LIMIT:
         event = _clip_names(event)
     if event is not original and event.answer_derived:
         # The answer holds the names as sent: it is no longer what the changed record derives.

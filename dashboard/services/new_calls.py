@@ -1,0 +1,340 @@
+"""New calls: spool records decoded, sanitized and turned into what the database stores, in arrival order.
+
+Each record becomes a :class:`NewCall` as soon as it is read (its stored body, or JSON, and the few fields the fold
+into cycles needs) and its decoded form is dropped: a batch then holds the stored bytes of its calls, not the
+objects every per-node record decodes to. The dedicated ingester builds them in processes of their own
+(``dashboard.services.call_builders``) and they travel back pickled, hence the compact ``__getstate__``s here.
+
+A prioritize body refers to its cycle's filter call (``dashboard.storage.call_body.FilterReference``) instead of
+repeating the filter's per-node data. It is built against the latest filter of the same pod this process saw
+(:data:`recent_filters`); the fold (``dashboard.services.cycles``) checks that this is the cycle's filter and
+builds it again (:meth:`NewCall.referring_to`) when it is not.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from typing import Any
+
+import msgspec
+
+from dashboard.models import VerbCall
+from dashboard.services.sanitize import sanitize_for_postgres
+from dashboard.storage.call_body import (
+    EncodedBody,
+    FilterReference,
+    NulInRecordError,
+    body_encode_with_references,
+    filter_reference,
+)
+from dashboard.storage.packed_json import pack
+from dashboard.storage.shared_parts import SharedPartBytes
+from scheduler_core.answer import preference_tied
+from scheduler_core.lru import LRU
+from scheduler_core.record import VerbEvent
+from scheduler_core.spool_codec import answer_of, decode_event
+
+
+def when(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def record_of(event: VerbEvent) -> dict[str, Any]:
+    verb_record = event.filter or event.prioritize or event.bind or event.preempt
+    record: dict[str, Any] = msgspec.to_builtins(verb_record) if verb_record is not None else {}
+    if event.error_path:
+        record["error_path"] = event.error_path
+    if event.node_mode:
+        record["node_mode"] = event.node_mode
+    return record
+
+
+NAME_LISTS_KEPT = 64
+"""Distinct node lists a process receiving new calls keeps (a candidate list repeats across pods)."""
+_name_lists: LRU[str, list[str]] = LRU(NAME_LISTS_KEPT)
+
+
+class _JoinedNames(str):
+    """Node names joined by NUL, as new calls carry a list between processes (``call_builders``)."""
+
+
+def _names_out(names: Sequence[str]) -> object:
+    """``names`` for the trip to another process: one string to pickle instead of one object per node."""
+    if type(names) is list and names:
+        try:
+            joined = "\x00".join(names)
+        except TypeError:
+            return names
+        if joined.count("\x00") == len(names) - 1:  # no name holds the separator: splitting gives them back
+            return _JoinedNames(joined)
+    return names
+
+
+def _names_in(value: Any) -> Any:
+    """The list :func:`_names_out` sent; a list received before is that same list object (never mutated)."""
+    if type(value) is not _JoinedNames:
+        return value
+    return _name_lists.get_or_make(str(value), partial(value.split, "\x00"))
+
+
+def _state_out(obj: Any, names_field: str) -> tuple[Any, ...]:
+    """A slotted object's fields in slot order, its ``names_field`` list as :func:`_names_out` sends it."""
+    return tuple(
+        _names_out(getattr(obj, name)) if name == names_field else getattr(obj, name) for name in obj.__slots__
+    )
+
+
+def _state_in(obj: Any, state: tuple[Any, ...], names_field: str) -> None:
+    for name, value in zip(obj.__slots__, state, strict=True):
+        setattr(obj, name, _names_in(value) if name == names_field else value)
+
+
+@dataclass(slots=True)
+class Summary:
+    """What a call contributes to its cycle's columns (``cycle_summary.summarize``), from its event or its stored
+    record."""
+
+    verb: str
+    started_at: datetime
+    finished_at: datetime
+    duration_ms: float
+    http_status: int
+    error: str
+    node_mode: str
+    has_record: bool
+    nodes: Sequence[str] = ()
+    passed_count: int = 0
+    only_passed: str = ""
+    """The passed node when exactly one passed."""
+    preferred: str = ""
+    answer_tie: bool = False
+    """A prioritize's: our preferred node answered the same 0..10 as a lower-scored node (``preference_tied``)."""
+    ages: Sequence[float | None] = ()
+    bind_node: str = ""
+
+    def __getstate__(self) -> tuple[Any, ...]:  # to the ingester from its builder process
+        return _state_out(self, "nodes")
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        _state_in(self, state, "nodes")
+
+    @classmethod
+    def of_event(cls, event: VerbEvent, at: datetime) -> Summary:
+        summary = cls(
+            event.verb,
+            at,
+            at + timedelta(milliseconds=event.duration_ms),
+            event.duration_ms,
+            event.http_status,
+            event.error,
+            event.node_mode,
+            bool(
+                event.filter or event.prioritize or event.bind or event.preempt or event.error_path or event.node_mode
+            ),
+        )
+        if (filtered := event.filter) is not None:
+            summary.nodes, summary.ages = filtered.nodes, (filtered.metric_age_seconds,)
+            summary._passed(filtered.passed)
+        elif (scored := event.prioritize) is not None:
+            summary.nodes = scored.nodes
+            if scored.nodes:
+                best = scored.final.index(max(scored.final))
+                summary.preferred = scored.nodes[best]
+                summary.answer_tie = preference_tied(scored.final, scored.extender)
+            summary.ages = (None, *(p.metric_age_seconds for p in scored.plugins))
+        elif event.bind is not None:
+            summary.bind_node = event.bind.node
+        return summary
+
+    @classmethod
+    def of_call(cls, call: VerbCall) -> Summary:
+        """A stored call (a cycle this batch adds a call to): from its record, as before batching."""
+        record = call.record
+        at = call.started_at
+        summary = cls(
+            call.verb,
+            at,
+            at + timedelta(milliseconds=call.duration_ms),
+            call.duration_ms,
+            call.http_status,
+            call.error,
+            record.get("node_mode", ""),
+            bool(record),
+        )
+        if call.verb == "filter":
+            summary.nodes, summary.ages = record.get("nodes", []), (record.get("metric_age_seconds"),)
+            summary._passed(record.get("passed", []))
+        elif call.verb == "prioritize":
+            summary.nodes = record.get("nodes", [])
+            if summary.nodes:
+                scores = record["final"]
+                best = scores.index(max(scores))
+                summary.preferred = summary.nodes[best]
+                summary.answer_tie = preference_tied(scores, record.get("extender") or [])
+            plugins = record.get("plugins", [])
+            summary.ages = (record.get("metric_age_seconds"), *(p.get("metric_age_seconds") for p in plugins))
+        elif call.verb == "bind":
+            summary.bind_node = record.get("node", "")
+        return summary
+
+    def _passed(self, passed: Sequence[str]) -> None:
+        self.passed_count = len(passed)
+        self.only_passed = passed[0] if len(passed) == 1 else ""
+
+
+STORE_BODIES = True
+"""False stores every record as JSON, as before migration 0004 (``benchmarks/record_path.py`` compares both)."""
+
+
+def body_of(event: VerbEvent, reference: FilterReference | None) -> tuple[VerbEvent, EncodedBody | None]:
+    """The binary body of a per-node record (``dashboard.storage.call_body``), None when the call is stored as JSON;
+    with a filter's reference (what a prioritize of its cycle may refer to) and shared part.
+
+    The event comes back with NUL replaced when a string of its record held one (``sanitize_for_postgres`` found
+    the strings written to columns; the body's encoder finds the rest).
+    """
+    if not STORE_BODIES or (event.filter is None and event.prioritize is None and event.preempt is None):
+        return event, None
+    try:
+        return event, body_encode_with_references(event, filter_reference=reference)
+    except NulInRecordError:
+        event = sanitize_for_postgres(event, msgspec.json.encode(event))  # NUL → ␀ everywhere, as for a JSON record
+        return event, body_encode_with_references(event, filter_reference=reference)
+
+
+class RecentFilters:
+    """The latest filter reference of each pod this process saw, for the bodies of the pods' prioritize calls.
+
+    Bounded: the pods being scheduled at a time, with room to spare; a prioritize of a pod forgotten is stored whole.
+    """
+
+    LIMIT = 1024
+
+    def __init__(self) -> None:
+        self._references: OrderedDict[str, FilterReference] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, pod_uid: str) -> FilterReference | None:
+        with self._lock:
+            return self._references.get(pod_uid)
+
+    def put(self, pod_uid: str, reference: FilterReference | None) -> None:
+        with self._lock:
+            self._references.pop(pod_uid, None)
+            if reference is not None:
+                self._references[pod_uid] = reference
+                while len(self._references) > self.LIMIT:
+                    self._references.popitem(last=False)
+
+
+recent_filters = RecentFilters()
+
+
+@dataclass(slots=True)
+class NewCall:
+    """One call ready for the database: its columns, its body (or JSON), what its cycle's summary needs."""
+
+    event_id: str
+    verb: str
+    profile: str
+    started_at: float
+    at: datetime
+    duration_ms: float
+    http_status: int
+    pod_namespace: str
+    pod_name: str
+    pod_uid: str
+    error: str
+    server: str
+    summary: Summary
+    body: bytes | None
+    record_json: Any = None
+    response_json: Any = None
+    failed: Sequence[str] = ()
+    """A filter's failed nodes (node counts)."""
+    filter_reference: FilterReference | None = None
+    """A filter's: what a later prioritize of its cycle may refer to."""
+    refers_to: str = ""
+    """A prioritize's: the filter call its body refers to ("" none)."""
+    source: VerbEvent | bytes | None = None
+    """A prioritize's event (or its spool bytes), to build it again against another filter. None for one built
+    from a spool row: the ingester holds the row (``spool_ingest.with_row_sources``), nothing travels back for it."""
+    shared_part: SharedPartBytes | None = None
+    """A filter's shared part (``dashboard.storage.shared_parts``), stored with the first call that refers to it."""
+
+    def __getstate__(self) -> tuple[Any, ...]:  # to the ingester from its builder process
+        state = _state_out(self, "failed")
+        if self.filter_reference is not None and self.body is not None:
+            # As large as the filter's per-node data, and needed only when a prioritize of the batch referred to
+            # another filter: the fold makes it again from the body then (``dashboard.services.cycles``), as for a
+            # stored filter.
+            state = tuple(
+                None if name == "filter_reference" else value for name, value in zip(self.__slots__, state, strict=True)
+            )
+        return state
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        _state_in(self, state, "failed")
+
+    @classmethod
+    def of(cls, event: VerbEvent, *, reference: FilterReference | None = None, source: bytes | None = None) -> NewCall:
+        """The new call of ``event`` (already sanitized); a prioritize refers to ``reference`` when it can."""
+        event, encoded = body_of(event, reference if event.prioritize is not None else None)
+        body = encoded.body if encoded is not None else None
+        at = when(event.started_at)
+        call = cls(
+            event.event_id,
+            event.verb,
+            event.profile,
+            event.started_at,
+            at,
+            event.duration_ms,
+            event.http_status,
+            event.pod_namespace,
+            event.pod_name,
+            event.pod_uid,
+            event.error,
+            event.server,
+            Summary.of_event(event, at),
+            body,
+        )
+        if body is None:
+            call.record_json = pack(record_of(event))
+            call.response_json = pack(msgspec.json.decode(answer_of(event)))
+        if event.filter is not None:
+            call.failed = list(event.filter.failures)
+            call.shared_part = encoded.shared_part if encoded is not None else None
+            if event.http_status == 200:
+                call.filter_reference = (
+                    encoded.filter_reference if encoded is not None else filter_reference(event.event_id, event.filter)
+                )
+        if event.prioritize is not None:
+            call.refers_to = reference.event_id if reference is not None and body is not None else ""
+            call.source = source if source is not None else event
+        return call
+
+    def referring_to(self, reference: FilterReference | None) -> NewCall:
+        """This prioritize built again, referring to ``reference`` (another filter) or to none."""
+        source = self.source
+        assert source is not None
+        event = (
+            sanitize_for_postgres(decode_event(source, derive_answer=False), source)
+            if isinstance(source, bytes)
+            else source
+        )
+        return NewCall.of(event, reference=reference, source=source if isinstance(source, bytes) else None)
+
+
+def build_call(event: VerbEvent, source: bytes | None = None) -> NewCall:
+    """The new call of ``event`` (sanitized), built in arrival order: a filter is remembered for its pod's
+    prioritize."""
+    reference = recent_filters.get(event.pod_uid) if event.prioritize is not None and event.pod_uid else None
+    call = NewCall.of(event, reference=reference, source=source)
+    if event.filter is not None and event.pod_uid:
+        recent_filters.put(event.pod_uid, call.filter_reference)
+    return call

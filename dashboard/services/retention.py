@@ -1,0 +1,109 @@
+"""Retention of the scheduling record: old cycles are deleted as a prefix of the audit chain, never a gap.
+
+A prune verifies the stretch of chain it is about to delete (evidence that does not verify is never deleted),
+deletes it, and leaves an ``AuditCheckpoint`` with its last link, from which ``audit_chain_verify`` resumes.
+The per-node counts lose what the deleted calls had added, and shared parts no remaining call can refer to go too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import Max, Min
+from django.utils import timezone
+
+from dashboard.models import AuditCheckpoint, SchedulingCycle, SharedPart, VerbCall
+from dashboard.services.audit_chain import GENESIS, ChainReport, ChainWalk, chain_walk, latest_checkpoint
+from dashboard.services.chain_lock import lock_chain
+from dashboard.services.node_tallies import NodeCounts, tallies_subtract
+
+
+class AuditChainBrokenError(Exception):
+    """Raised instead of pruning a stretch of the chain that does not verify: evidence is never deleted."""
+
+    def __init__(self, report: ChainReport) -> None:
+        super().__init__(f"audit chain broken at call {report.first_broken_id}: {report.reason}")
+        self.report = report
+
+
+@dataclass(frozen=True, slots=True)
+class PruneResult:
+    cycles_deleted: int
+    calls_deleted: int
+    parts_deleted: int
+    """Shared parts (``SharedPart``) no remaining call refers to."""
+    checkpoint_call_id: int | None
+    """The last deleted call: verification resumes after it. None when nothing was deleted."""
+    held_back: int
+    """Cycles older than the cut-off kept because some of their calls were chained after newer cycles' calls
+    (a late bind): the chain can only lose a prefix. A later prune takes them."""
+
+
+def _prune_parts() -> int:
+    """Delete the shared parts no remaining call can refer to: last used before the oldest remaining cycle started.
+
+    A call refers to a part only if the part's ``last_used_at`` is at least the call's start, which is at least its
+    cycle's (a cycle starts with its first call); the cycles' newest-first index finds the oldest at once.
+    """
+    oldest = SchedulingCycle.objects.aggregate(m=Min("started_at"))["m"]
+    doomed = SharedPart.objects.all() if oldest is None else SharedPart.objects.filter(last_used_at__lt=oldest)
+    return doomed.delete()[0]
+
+
+def _prune_boundary(older_than: datetime) -> int:
+    """The id of the first call that stays: every call below it belongs to a cycle older than the cut-off."""
+    boundary = VerbCall.objects.filter(cycle__started_at__gte=older_than).aggregate(m=Min("id"))["m"]
+    if boundary is None:
+        boundary = (VerbCall.objects.aggregate(m=Max("id"))["m"] or 0) + 1
+    while True:  # a cycle straddling the boundary stays whole, so the boundary moves below its first call
+        lower = VerbCall.objects.filter(id__lt=boundary, cycle__calls__id__gte=boundary).aggregate(m=Min("id"))["m"]
+        if lower is None:
+            return int(boundary)
+        boundary = lower
+
+
+def cycles_prune(*, older_than: datetime, dry_run: bool = False, batch_size: int = 2000) -> PruneResult:
+    """Delete the cycles that started before ``older_than``, keeping the chain verifiable.
+
+    The stretch of chain to delete is verified first (a broken one raises ``AuditChainBrokenError`` and
+    nothing is deleted), then an ``AuditCheckpoint`` keeps its last link. Holds the chain lock, so ingest
+    waits (its records stay in the spool) while a prune runs.
+    """
+    with transaction.atomic():
+        lock_chain()
+        boundary = _prune_boundary(older_than)
+        checkpoint = latest_checkpoint()
+        start_id, start_hash = (checkpoint.last_call_id, checkpoint.chain_hash) if checkpoint else (0, GENESIS)
+        walk = ChainWalk(previous=start_hash)
+        removed: dict[str, NodeCounts] = {}
+        chain_walk(walk, after_id=start_id, before_id=boundary, chunk_size=batch_size, tallies=removed)
+        if walk.broken_id is not None:
+            raise AuditChainBrokenError(walk.report(start_after_id=start_id or None, start_hash=start_hash))
+        calls_deleted, _ = VerbCall.objects.filter(id__lt=boundary).delete()
+        cycles_deleted = 0
+        doomed = SchedulingCycle.objects.filter(started_at__lt=older_than, calls__isnull=True)
+        while ids := list(doomed.values_list("id", flat=True)[:batch_size]):
+            cycles_deleted += SchedulingCycle.objects.filter(id__in=ids).delete()[1].get(SchedulingCycle._meta.label, 0)
+        if walk.last_id is not None:
+            AuditCheckpoint.objects.create(
+                last_call_id=walk.last_id,
+                chain_hash=walk.previous,
+                pruned_before=older_than,
+                cycles_deleted=cycles_deleted,
+                calls_deleted=calls_deleted,
+                created_at=timezone.now(),
+            )
+        tallies_subtract(removed)
+        parts_deleted = _prune_parts()
+        result = PruneResult(
+            cycles_deleted=cycles_deleted,
+            calls_deleted=calls_deleted,
+            parts_deleted=parts_deleted,
+            checkpoint_call_id=walk.last_id,
+            held_back=SchedulingCycle.objects.filter(started_at__lt=older_than).count(),
+        )
+        if dry_run:
+            transaction.set_rollback(True)
+    return result
