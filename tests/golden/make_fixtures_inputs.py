@@ -1,0 +1,274 @@
+"""The inputs of the golden fixtures, written by hand (``make_fixtures.py``): each writer is handed them and each
+``<fixture>.json`` holds them as the values expected back, never the writer's output read back."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from typing import Any
+
+WRITERS = {
+    "json": "73e21e2",
+    "spool-file-v0": "cd27837",
+    "binary-first": "d1823d4",
+    "binary-last": "7022a8e",
+    "body1": "258a538",
+    "current": "1173deb",
+}
+
+# --- inputs, written by hand ---------------------------------------------------------------------------
+
+EVENT_BASE: dict[str, Any] = {
+    "profile": "gpu-aware",
+    "duration_ms": 0.75,
+    "http_status": 200,
+    "pod_namespace": "team-a",
+    "pod_name": "trainer-0",
+    "pod_uid": "3f1c2a9e-0b7d-4c55-9a61-2f0d5e8b7c10",
+    "pod_resource_version": "4711",
+    "node_mode": "names",
+    "error": "",
+    "error_path": "",
+    "filter": None,
+    "prioritize": None,
+    "bind": None,
+    "preempt": None,
+    "server": "web-0:41",
+    "answer_derived": False,
+}
+
+FILTER: dict[str, Any] = {
+    "nodes": ["node-a", "node-b", "node-c", "node-d", "node-e"],
+    "passed": ["node-a", "node-c", "node-e"],
+    "failures": {
+        "node-b": {"NetworkTraffic": "9.5 GB received in 5m, over the threshold of 5 GB"},
+        "node-d": {"NodeResourceFitByCR": "no example.com/gpu left"},
+    },
+    "details": {"node-b": {"NetworkTraffic": "9500000000 bytes"}},
+    "unresolvable": ["node-d"],
+    "traffic_bytes": [1.2e9, 9.5e9, 3.0e9, None, None],
+    "metric_age_seconds": 4.5,
+    "metric_note": "",
+}
+FILTER_ANSWER = (
+    '{"Nodes":null,"NodeNames":["node-a","node-c","node-e"],'
+    '"FailedNodes":{"node-b":"NetworkTraffic: 9.5 GB received in 5m, over the threshold of 5 GB"},'
+    '"FailedAndUnresolvableNodes":{"node-d":"NodeResourceFitByCR: no example.com/gpu left"},"Error":""}'
+)
+
+
+def prioritize(*, scale: str) -> dict[str, Any]:
+    """The prioritize of FILTER's passed nodes: NetworkTraffic (weight 2, herd bytes on node-c, node-e unmeasured),
+    NodeResourceFitByCR (weight 1), ImageLocality (not applicable). Finals by hand: (2·66.6667 + 100) / 3 = 77.7778,
+    (2·0 + 40) / 3 = 13.3333, (2·50 + 70) / 3 = 56.6667; fixed: 8, 1, 6; spread (min-max): 10, 0, 7."""
+    return {
+        "nodes": ["node-a", "node-c", "node-e"],
+        "plugins": [
+            {
+                "name": "NetworkTraffic",
+                "weight": 2,
+                "scores": [66.6667, 0.0, 50.0],
+                "raw": [1.2e9, 3.0e9, None],
+                "herd_bytes": [0.0, 6.0e8, 0.0],
+                "notes": {"node-e": "no traffic series for node: the neutral score 50"},
+                "applicable": True,
+                "note": "",
+                "metric_age_seconds": 4.5,
+                "herd_binds": [0, 2, 0],
+                "herd_newest_age_ms": [None, 1250, None],
+                "requested": [],
+                "inputs": {},
+                "missing_score": 50.0,
+            },
+            {
+                "name": "NodeResourceFitByCR",
+                "weight": 1,
+                "scores": [100.0, 40.0, 70.0],
+                "raw": [],
+                "herd_bytes": [],
+                "notes": {},
+                "applicable": True,
+                "note": "",
+                "metric_age_seconds": None,
+                "herd_binds": [],
+                "herd_newest_age_ms": [],
+                "requested": ["example.com/gpu"],
+                "inputs": {"example.com/gpu": [1.0, 0.4, 0.7]},
+                "missing_score": None,
+            },
+            {
+                "name": "ImageLocality",
+                "weight": 1,
+                "scores": [0.0, 0.0, 0.0],
+                "raw": [],
+                "herd_bytes": [],
+                "notes": {},
+                "applicable": False,
+                "note": "the pod names no image",
+                "metric_age_seconds": None,
+                "herd_binds": [],
+                "herd_newest_age_ms": [],
+                "requested": [],
+                "inputs": {},
+                "missing_score": None,
+            },
+        ],
+        "final": [77.7778, 13.3333, 56.6667],
+        "extender": [10, 0, 7] if scale == "spread" else [8, 1, 6],
+        "answer_scale": scale,
+        "extender_weight": 5 if scale == "spread" else 0,
+    }
+
+
+def prioritize_answer(extender: list[int]) -> str:
+    nodes = ["node-a", "node-c", "node-e"]
+    return "[" + ",".join(f'{{"Host":"{n}","Score":{s}}}' for n, s in zip(nodes, extender, strict=True)) + "]"
+
+
+PREEMPT: dict[str, Any] = {
+    "candidates": ["node-a", "node-c"],
+    "kept": ["node-a"],
+    "dropped": {"node-c": "NetworkTraffic: still over the threshold without the victims"},
+}
+PREEMPT_ANSWER = '{"NodeNameToMetaVictims":{"node-a":{"Pods":[{"UID":"9d2e7f00-victim"}],"NumPDBViolations":1}}}'
+BIND: dict[str, Any] = {"node": "node-a", "detail": "bound through the API", "api_status": 201, "simulated": False}
+BIND_ANSWER = '{"Error":""}'
+
+
+def big_filter() -> tuple[dict[str, Any], str]:
+    """48 candidates (lists over the 1024 bytes that make a shared part): every 6th fails, every 12th of them
+    unresolvable, node-013 has no traffic figure."""
+    nodes = [f"node-{i:03d}" for i in range(48)]
+    failures: dict[str, dict[str, str]] = {}
+    unresolvable: list[str] = []
+    for i in range(5, 48, 6):
+        failures[nodes[i]] = {"NetworkTraffic": f"{(i + 1) * 125} MB received in 5m, over the threshold of 600 MB"}
+        if i % 12 == 11:
+            unresolvable.append(nodes[i])
+    traffic: list[float | None] = [float((i + 1) * 125_000_000) for i in range(48)]
+    traffic[13] = None
+    record = {
+        "nodes": nodes,
+        "passed": [n for n in nodes if n not in failures],
+        "failures": failures,
+        "details": {},
+        "unresolvable": unresolvable,
+        "traffic_bytes": traffic,
+        "metric_age_seconds": 12.0,
+        "metric_note": "snapshot 12 s old",
+    }
+    failed = {n: f"NetworkTraffic: {r['NetworkTraffic']}" for n, r in failures.items() if n not in unresolvable}
+    answer = json.dumps(
+        {
+            "Nodes": None,
+            "NodeNames": record["passed"],
+            "FailedNodes": failed,
+            "FailedAndUnresolvableNodes": {n: f"NetworkTraffic: {failures[n]['NetworkTraffic']}" for n in unresolvable},
+            "Error": "",
+        },
+        separators=(",", ":"),
+    )
+    return record, answer
+
+
+def big_prioritize(filter_record: dict[str, Any]) -> dict[str, Any]:
+    """NetworkTraffic alone (weight 1) over the big filter's passed nodes, from its traffic figures: 100 − x·100/max,
+    to 4 decimals; the unmeasured node the neutral 50. Final = the scores; fixed scale."""
+    failures = filter_record["failures"]
+    pairs = [(n, t) for n, t in zip(filter_record["nodes"], filter_record["traffic_bytes"], strict=True)]
+    passed = [(n, t) for n, t in pairs if n not in failures]
+    highest = max(t for _, t in passed if t is not None)
+    scores = [50.0 if t is None else round(100 - t * 100 / highest, 4) for _, t in passed]
+    return {
+        "nodes": [n for n, _ in passed],
+        "plugins": [
+            {
+                "name": "NetworkTraffic",
+                "weight": 1,
+                "scores": scores,
+                "raw": [t for _, t in passed],
+                "herd_bytes": [],
+                "notes": {"node-013": "no traffic series for node: the neutral score 50"},
+                "applicable": True,
+                "note": "",
+                "metric_age_seconds": 12.0,
+                "herd_binds": [],
+                "herd_newest_age_ms": [],
+                "requested": [],
+                "inputs": {},
+                "missing_score": 50.0,
+            }
+        ],
+        "final": list(scores),
+        "extender": [min(10, max(0, math.floor(s / 10 + 0.5))) for s in scores],
+        "answer_scale": "fixed",
+        "extender_weight": 0,
+    }
+
+
+def alone_prioritize() -> dict[str, Any]:
+    """A prioritize with no filter to refer to: a raw column with an infinity (kept as it is), a plugin whose raw
+    figures are its scores, the spread scale (extenders not derivable from the finals)."""
+    record = prioritize(scale="spread")
+    record["plugins"][1]["raw"] = [math.inf, 0.4, 0.7]
+    record["plugins"][2]["raw"] = [0.0, 0.0, 0.0]
+    return record
+
+
+LATER: dict[str, dict[str, Any]] = {
+    "VerbEvent": {"answer_derived": False},
+    "FilterRecord": {},
+    "PrioritizeRecord": {"answer_scale": "fixed", "extender_weight": 0},
+    "PluginScores": {
+        "herd_binds": [],
+        "herd_newest_age_ms": [],
+        "requested": [],
+        "inputs": {},
+        "missing_score": None,
+    },
+    "BindRecord": {},
+    "PreemptRecord": {},
+}
+"""A field added after a writer's version, as the current reader is expected to give it for that writer's record."""
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "FilterRecord": {
+        "failures": {},
+        "details": {},
+        "unresolvable": [],
+        "traffic_bytes": [],
+        "metric_age_seconds": None,
+        "metric_note": "",
+    },
+    "PrioritizeRecord": {"answer_scale": "fixed", "extender_weight": 0},
+    "PluginScores": {
+        "raw": [],
+        "herd_bytes": [],
+        "notes": {},
+        "applicable": True,
+        "note": "",
+        "metric_age_seconds": None,
+        "herd_binds": [],
+        "herd_newest_age_ms": [],
+        "requested": [],
+        "inputs": {},
+        "missing_score": None,
+    },
+    "PreemptRecord": {"dropped": {}},
+    "BindRecord": {"detail": "", "api_status": None, "simulated": False},
+}
+"""Each record field's default: a stored body's record reads back as a JSON object without them (``to_builtins``)."""
+
+PART_OF = {"filter": "FilterRecord", "prioritize": "PrioritizeRecord", "bind": "BindRecord", "preempt": "PreemptRecord"}
+
+
+def event(event_id: str, verb: str, started_at: float, answer: str, **fields: Any) -> dict[str, Any]:
+    value = copy.deepcopy(EVENT_BASE)
+    value.update(event_id=event_id, verb=verb, started_at=started_at, response=answer)
+    value.update(copy.deepcopy(fields))
+    return value
+
+
+T0 = 1_795_400_000.125
+"""2026-11-22 12:26:40.125 UTC (the records' start times count on from it)."""

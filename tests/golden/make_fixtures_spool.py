@@ -1,0 +1,141 @@
+"""The writers of the spool era (``make_fixtures.py``): ``json`` (spool records, jsonb columns, an audit link),
+``spool-file-v0`` (the spool file without ``answered``), ``binary-first`` and ``binary-last`` (``SLR\\x01``,
+``SLR\\x02``)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from make_fixtures_inputs import (
+    BIND,
+    BIND_ANSWER,
+    FILTER,
+    FILTER_ANSWER,
+    PREEMPT,
+    PREEMPT_ANSWER,
+    T0,
+    big_filter,
+    event,
+    prioritize,
+    prioritize_answer,
+)
+from make_fixtures_writer import Writer
+
+# --- per writer -------------------------------------------------------------------------------------------
+
+
+def write_json(w: Writer) -> None:
+    w.spool("json_filter", event("golden-json-filter", "filter", T0, FILTER_ANSWER, filter=FILTER), "json")
+    scored = prioritize(scale="fixed")
+    w.spool(
+        "json_prioritize",
+        event("golden-json-prioritize", "prioritize", T0 + 0.01, prioritize_answer([8, 1, 6]), prioritize=scored),
+        "json",
+    )
+    w.spool(
+        "json_preempt",
+        event("golden-json-preempt", "preempt", T0 + 0.02, PREEMPT_ANSWER, preempt=PREEMPT, node_mode=""),
+        "json",
+    )
+    # The jsonb columns as the ingester of that version filled them: record and answer, large ones packed.
+    record, answer = big_filter()
+    stored = w.column("packed_filter_record", record | {"node_mode": "names"}, "packed json")
+    stored_answer = w.column("packed_filter_answer", json.loads(answer), "packed json")
+    w.column("plain_filter_record", FILTER | {"node_mode": "names"}, "plain json")
+    w.link(
+        "link_json_call",
+        {
+            "cycle_id": 7,
+            "event_id": "golden-json-filter-big",
+            "verb": "filter",
+            "started_at": "2026-11-22T21:00:00.125000+00:00",
+            "duration_ms": 1.5,
+            "http_status": 200,
+            "error": "",
+            "server": "web-0:41",
+            "record": stored,
+            "response": stored_answer,
+        },
+        "0" * 64,
+    )
+
+
+def write_spool_file_v0(w: Writer) -> None:
+    from dashboard.spool import Spool
+
+    filter_event, _ = w.verb_event(event("golden-v0-filter", "filter", T0, FILTER_ANSWER, filter=FILTER))
+    bind_event, _ = w.verb_event(event("golden-v0-bind", "bind", T0 + 0.1, BIND_ANSWER, bind=BIND))
+    spool_file(
+        w,
+        "spool_before_answered",
+        lambda spool: [spool.append(w.record.encode_event(e)) for e in (filter_event, bind_event)],
+        lambda spool: spool._local.conn.close(),
+        Spool,
+        {
+            "form": "spool file without answered",
+            "rows": [
+                {"id": 1, "answered": True, "rejected": ""},
+                {"id": 2, "answered": True, "rejected": ""},
+            ],
+            "expected_events": {
+                "1": w.split(event("golden-v0-filter", "filter", T0, FILTER_ANSWER, filter=FILTER), "VerbEvent")[1],
+                "2": w.split(event("golden-v0-bind", "bind", T0 + 0.1, BIND_ANSWER, bind=BIND), "VerbEvent")[1],
+            },
+        },
+    )
+
+
+def spool_file(w: Writer, name: str, fill: Any, close: Any, spool_type: Any, meta: dict[str, Any]) -> None:
+    with tempfile.TemporaryDirectory() as scratch:
+        spool = spool_type(scratch)
+        fill(spool)
+        close(spool)
+        path = Path(scratch) / "spool.sqlite3"
+        assert not Path(f"{path}-wal").exists(), "the last connection closed merges the WAL: the file holds every row"
+        out = w.out / "spool_files"
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, out / f"{name}.sqlite3")
+    meta = {"fixture": f"spool_files/{name}.sqlite3", "writer": w.name, "written_by": w.commit, **meta}
+    (w.out / "spool_files" / f"{name}.json").write_text(json.dumps(meta, indent=1) + "\n")
+
+
+def write_binary_first(w: Writer) -> None:
+    assert "answer_derived" not in w.names("VerbEvent")
+    w.spool("binary_first_filter", event("golden-bin1a-filter", "filter", T0, FILTER_ANSWER, filter=FILTER), "SLR\\x01")
+    w.spool(
+        "binary_first_prioritize",
+        event(
+            "golden-bin1a-prioritize",
+            "prioritize",
+            T0 + 0.01,
+            prioritize_answer([8, 1, 6]),
+            prioritize=prioritize(scale="fixed"),
+        ),
+        "SLR\\x01",
+    )
+
+
+def write_binary_last(w: Writer) -> None:
+    assert "answer_derived" in w.names("VerbEvent")
+    w.spool("binary_filter", event("golden-bin1-filter", "filter", T0, FILTER_ANSWER, filter=FILTER), "SLR\\x01")
+    scored = prioritize(scale="fixed")
+    answer = prioritize_answer([8, 1, 6])
+    w.spool(
+        "binary_prioritize",
+        event("golden-bin1-prioritize", "prioritize", T0 + 0.01, answer, prioritize=scored),
+        "SLR\\x01",
+    )
+    w.spool(
+        "binary_derived_prioritize",
+        event("golden-bin2-prioritize", "prioritize", T0 + 0.02, answer, prioritize=scored, answer_derived=True),
+        "SLR\\x02",
+    )
+    w.spool(
+        "binary_preempt",
+        event("golden-bin1-preempt", "preempt", T0 + 0.03, PREEMPT_ANSWER, preempt=PREEMPT, node_mode=""),
+        "SLR\\x01",
+    )
