@@ -117,7 +117,7 @@ class VerbCall(models.Model):
         max_length=64,
         blank=True,
         editable=False,
-        help_text="sha256(previous call's chain_hash, this call's content): dashboard.services.audit.",
+        help_text="sha256(previous call's chain_hash, this call's content): dashboard.services.audit_chain.",
     )
 
     class Meta:

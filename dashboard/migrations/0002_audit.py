@@ -131,7 +131,7 @@ class Migration(migrations.Migration):
             field=models.CharField(
                 blank=True,
                 editable=False,
-                help_text="sha256(previous call's chain_hash, this call's content): dashboard.services.audit.",
+                help_text="sha256(previous call's chain_hash, this call's content): dashboard.services.audit_chain.",
                 max_length=64,
             ),
         ),

@@ -128,6 +128,7 @@ def spool_ingest(
             max_batches=max_batches,
             settle=partial(ready_calls, grace_seconds=grace),
             executor=builders,
+            ahead=ahead,
         ) as batches:
             for ready in batches:
                 _ingest_rows(spool, with_row_sources(ready))

@@ -19,7 +19,7 @@ what was recorded:
   with the same lists and named in the body by its digest (``shared_parts``).
 
 Binary, the body needs no base64 (unlike packed JSON), and it is a fraction of the packed JSON of the same record
-(``benchmarks/record_path.py`` measures both). The chain seals the body's SHA-256 (``dashboard.services.audit``).
+(``benchmarks/record_path.py`` measures both). The chain seals the body's SHA-256 (``dashboard.services.audit_chain``).
 
 Decoding never reads the database: the caller passes where a referenced filter call's record (``filter_records``)
 and a shared part's bytes (``shared_parts``) are found.
