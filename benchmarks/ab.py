@@ -24,8 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 
-from benchmarks import load
 from benchmarks.common import REPO, p50, percentile
+from benchmarks.load_client import Bodies, Run, Scheduler
+from benchmarks.load_servers import server_env
 from scheduler_core.simulator import make_cluster
 
 WARM_UP = 5
@@ -55,22 +56,22 @@ def main() -> None:
     import tests.live_server as live_server
 
     cluster = make_cluster(args.nodes)
-    bodies = load.Bodies(cluster)
+    bodies = Bodies(cluster)
     workdir = Path(tempfile.mkdtemp(prefix="schedlens-ab-"))
     servers, schedulers = [], []
     try:
         for number, (checkout, extra) in enumerate(variants):
             directory = workdir / f"variant-{number}"
             database_url = f"sqlite:///{directory / 'db.sqlite3'}"
-            env = load.server_env(directory, cluster, database_url=database_url, ingest=False)
+            env = server_env(directory, cluster, database_url=database_url, ingest=False)
             live_server.REPO = checkout  # gunicorn runs from the variant's checkout, importing its code
             servers.append(live_server.LiveServer({**env, **extra}, workers=2))
-            schedulers.append(load.Scheduler(servers[-1].url))
+            schedulers.append(Scheduler(servers[-1].url))
         for scheduler in schedulers:
             for _ in range(WARM_UP):  # per-process caches built before timing
                 pod, pod_json = bodies.pod()
                 scheduler.schedule(pod, bodies.filter_body(pod_json, True), pod_json, True)
-            scheduler.run = load.Run()
+            scheduler.run = Run()
         for _ in range(args.pods):
             for scheduler in schedulers:
                 pod, pod_json = bodies.pod()

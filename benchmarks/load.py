@@ -34,26 +34,9 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import migrate, p50, percentile, recreate_database
-from benchmarks.load_client import BIND_THREADS, Bodies, Connection, Run, Scheduler
+from benchmarks.load_client import Bodies, Connection, Run, Scheduler
 from benchmarks.load_servers import server_env, start_server
 from scheduler_core.simulator import make_cluster
-
-__all__ = [
-    "BIND_THREADS",
-    "Bodies",
-    "Connection",
-    "LatencyResult",
-    "Run",
-    "Scheduler",
-    "SustainedResult",
-    "decode_floor",
-    "latency",
-    "main",
-    "server_env",
-    "start_server",
-    "sustained",
-]
-
 
 # --- latency --------------------------------------------------------------------------------------------------
 

@@ -10,17 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import load
+from benchmarks.load_client import BIND_THREADS, Bodies, Scheduler
+from benchmarks.load_servers import start_server
 from scheduler_core.simulator import make_cluster
 
 
 @pytest.mark.parametrize("names", [True, False], ids=["NodeNames", "Nodes"])
 def test_the_load_client_schedules_binds_and_keeps_its_connections(tmp_path: Path, names: bool) -> None:
     cluster = make_cluster(30)
-    bodies = load.Bodies(cluster)
-    server = load.start_server(tmp_path, cluster, database_url=f"sqlite:///{tmp_path / 'db.sqlite3'}", ingest=False)
+    bodies = Bodies(cluster)
+    server = start_server(tmp_path, cluster, database_url=f"sqlite:///{tmp_path / 'db.sqlite3'}", ingest=False)
     try:
-        scheduler = load.Scheduler(server.url)
+        scheduler = Scheduler(server.url)
         for _ in range(25):
             pod, pod_json = bodies.pod()
             scheduler.schedule(pod, bodies.filter_body(pod_json, names), pod_json, names)
@@ -33,4 +34,4 @@ def test_the_load_client_schedules_binds_and_keeps_its_connections(tmp_path: Pat
     assert len(run.bind_ms) > 0, "binds were posted and answered"
     assert run.requests == len(run.filter_ms) + len(run.prioritize_ms) + len(run.bind_ms)
     assert run.reconnections == 0
-    assert run.connections <= 1 + load.BIND_THREADS
+    assert run.connections <= 1 + BIND_THREADS
