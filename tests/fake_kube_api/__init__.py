@@ -31,7 +31,7 @@ chunked body, which is what a watch (``?watch=true``) needs: one JSON event per 
 from tests.fake_kube_api.client import api_client_for, failed_scheduling_event, write_kubeconfig
 from tests.fake_kube_api.faults import DROP, Injected
 from tests.fake_kube_api.protocol import JSON, Handler, RecordedRequest, Response, Route, status_body, status_response
-from tests.fake_kube_api.routes import _create_binding, pods_not_found
+from tests.fake_kube_api.routes import create_binding, pods_not_found
 from tests.fake_kube_api.server import FakeKubeAPI
 from tests.fake_kube_api.store import Collection, field_selector_matches
 from tests.fake_kube_api.watch import watch_events
@@ -46,8 +46,8 @@ __all__ = [
     "RecordedRequest",
     "Response",
     "Route",
-    "_create_binding",
     "api_client_for",
+    "create_binding",
     "failed_scheduling_event",
     "field_selector_matches",
     "pods_not_found",

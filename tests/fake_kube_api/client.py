@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import kubernetes.client
 
-from tests.fake_kube_api.protocol import JSON, _micro_now, _now
+from tests.fake_kube_api.protocol import JSON, micro_now, now
 
 if TYPE_CHECKING:
     from tests.fake_kube_api.server import FakeKubeAPI
@@ -35,7 +35,7 @@ def failed_scheduling_event(
             "name": name or f"{meta['name']}.{uuid.uuid4().hex[:16]}",
             "namespace": meta["namespace"],
             "uid": str(uuid.uuid4()),
-            "creationTimestamp": _now(),
+            "creationTimestamp": now(),
         },
         "involvedObject": {
             "kind": "Pod",
@@ -51,13 +51,13 @@ def failed_scheduling_event(
         "firstTimestamp": None,
         "lastTimestamp": None,
         "type": "Warning",
-        "eventTime": _micro_now(),
+        "eventTime": micro_now(),
         "action": "Scheduling",
         "reportingComponent": scheduler_name,
         "reportingInstance": f"{scheduler_name}-7c9d8f6b5-abcde",
     }
     if count > 1:
-        event["series"] = {"count": count, "lastObservedTime": _micro_now()}
+        event["series"] = {"count": count, "lastObservedTime": micro_now()}
     return event
 
 

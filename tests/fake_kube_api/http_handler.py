@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from tests.fake_kube_api.server import FakeKubeAPI
 
 
-class _RequestHandler(BaseHTTPRequestHandler):
+class RequestHandler(BaseHTTPRequestHandler):
     fake: FakeKubeAPI
     protocol_version = "HTTP/1.1"  # keep-alive, as the client's connection pool expects
 

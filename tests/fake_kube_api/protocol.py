@@ -64,14 +64,14 @@ def status_response(code: int, reason: str, message: str, *, details: JSON | Non
     return Response(code, status_body(code, reason, message, details=details))
 
 
-def _now() -> str:
+def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def _micro_now() -> str:
+def micro_now() -> str:
     now = time.time()
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
 
 
-def _truthy(values: list[str] | None) -> bool:
+def truthy(values: list[str] | None) -> bool:
     return bool(values) and values[0].lower() in {"true", "1"}

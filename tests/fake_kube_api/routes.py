@@ -18,7 +18,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from tests.fake_kube_api.protocol import RecordedRequest, Response, status_response
-from tests.fake_kube_api.store import _mark_scheduled
+from tests.fake_kube_api.store import mark_scheduled
 
 if TYPE_CHECKING:
     from tests.fake_kube_api.server import FakeKubeAPI
@@ -29,7 +29,7 @@ def pods_not_found(name: str) -> Response:
     return status_response(404, "NotFound", f'pods "{name}" not found', details=details)
 
 
-def _get_pod(server: FakeKubeAPI, request: RecordedRequest, match: re.Match[str]) -> Response:
+def get_pod(server: FakeKubeAPI, request: RecordedRequest, match: re.Match[str]) -> Response:
     pod = server.pod(match["name"], match["namespace"])
     if pod is None:
         return pods_not_found(match["name"])
@@ -46,7 +46,7 @@ def _conflict(resource: str, name: str, cause: str) -> Response:
     )
 
 
-def _create_binding(server: FakeKubeAPI, request: RecordedRequest, match: re.Match[str]) -> Response:
+def create_binding(server: FakeKubeAPI, request: RecordedRequest, match: re.Match[str]) -> Response:
     namespace, name = match["namespace"], match["name"]
     binding = request.body if isinstance(request.body, dict) else {}
     meta = binding.get("metadata") or {}
@@ -98,13 +98,13 @@ def _create_binding(server: FakeKubeAPI, request: RecordedRequest, match: re.Mat
                 "pods/binding", name, f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"'
             )
         pod["spec"]["nodeName"] = node
-        _mark_scheduled(pod)
+        mark_scheduled(pod)
         server.record_change("pods", "MODIFIED", pod)
     success = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
     return Response(201, success)
 
 
-def _create_event(server: FakeKubeAPI, request: RecordedRequest, match: re.Match[str]) -> Response:
+def create_event(server: FakeKubeAPI, request: RecordedRequest, match: re.Match[str]) -> Response:
     namespace = match["namespace"]
     failure = server.events_failure
     if failure == "403":

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 
 from tests.fake_kube_api.faults import Faults, Injected
-from tests.fake_kube_api.http_handler import _RequestHandler
+from tests.fake_kube_api.http_handler import RequestHandler
 from tests.fake_kube_api.protocol import JSON, Handler, RecordedRequest, Response, Route, status_response
-from tests.fake_kube_api.routes import _create_binding, _create_event, _get_pod
-from tests.fake_kube_api.store import Collection, ObjectStore, _meta_key, _namespaced_key
-from tests.fake_kube_api.watch import Watches, _list_or_watch
+from tests.fake_kube_api.routes import create_binding, create_event, get_pod
+from tests.fake_kube_api.store import Collection, ObjectStore, meta_key, namespaced_key
+from tests.fake_kube_api.watch import Watches, list_or_watch
 
 
 class FakeKubeAPI(ObjectStore, Watches, Faults):
@@ -26,11 +26,11 @@ class FakeKubeAPI(ObjectStore, Watches, Faults):
         self.changed = threading.Condition(self.lock)
         """Notified on every change, bookmark, expiry and at stop: open watches wait on it."""
         self.collections: dict[str, Collection] = {
-            "nodes": Collection("/api/v1/nodes", "Node", "v1", _meta_key),
-            "pods": Collection("/api/v1/pods", "Pod", "v1", _namespaced_key),
-            "events": Collection("/api/v1/events", "Event", "v1", _namespaced_key),
+            "nodes": Collection("/api/v1/nodes", "Node", "v1", meta_key),
+            "pods": Collection("/api/v1/pods", "Pod", "v1", namespaced_key),
+            "events": Collection("/api/v1/events", "Event", "v1", namespaced_key),
             "noderesources": Collection(
-                "/apis/schedlens.io/v1alpha1/noderesources", "NodeResources", "schedlens.io/v1alpha1", _meta_key
+                "/apis/schedlens.io/v1alpha1/noderesources", "NodeResources", "schedlens.io/v1alpha1", meta_key
             ),
         }
         self.pods: dict[tuple[str, str], JSON] = self.collections["pods"].objects
@@ -55,7 +55,7 @@ class FakeKubeAPI(ObjectStore, Watches, Faults):
     def start(self) -> FakeKubeAPI:
         server = self
 
-        class _Handler(_RequestHandler):
+        class _Handler(RequestHandler):
             fake = server
 
         httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
@@ -99,11 +99,11 @@ class FakeKubeAPI(ObjectStore, Watches, Faults):
 
     def _install_default_routes(self) -> None:
         ns_pod = r"/api/v1/namespaces/(?P<namespace>[^/]+)/pods/(?P<name>[^/]+)"
-        self.add_route("GET", ns_pod, _get_pod)
-        self.add_route("POST", ns_pod + "/binding", _create_binding)
-        self.add_route("POST", r"/apis/events\.k8s\.io/v1/namespaces/(?P<namespace>[^/]+)/events", _create_event)
+        self.add_route("GET", ns_pod, get_pod)
+        self.add_route("POST", ns_pod + "/binding", create_binding)
+        self.add_route("POST", r"/apis/events\.k8s\.io/v1/namespaces/(?P<namespace>[^/]+)/events", create_event)
         for name, collection in self.collections.items():
-            self.add_route("GET", re.escape(collection.path), _list_or_watch(name))
+            self.add_route("GET", re.escape(collection.path), list_or_watch(name))
 
     # ----- records -----
 

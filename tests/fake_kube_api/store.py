@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.fake_kube_api.protocol import JSON, _now
+from tests.fake_kube_api.protocol import JSON, now
 
 
 @dataclass
@@ -36,11 +36,11 @@ class Collection:
     """Watch streams established so far (see :meth:`FakeKubeAPI.wait_for_watch`)."""
 
 
-def _meta_key(obj: JSON) -> str:
+def meta_key(obj: JSON) -> str:
     return str(obj["metadata"]["name"])
 
 
-def _namespaced_key(obj: JSON) -> tuple[str, str]:
+def namespaced_key(obj: JSON) -> tuple[str, str]:
     meta = obj["metadata"]
     return (str(meta.get("namespace") or "default"), str(meta["name"]))
 
@@ -66,9 +66,9 @@ def field_selector_matches(selector: str, obj: JSON) -> bool:
     return True
 
 
-def _mark_scheduled(pod: JSON) -> None:
+def mark_scheduled(pod: JSON) -> None:
     conditions = [c for c in pod["status"].get("conditions", []) if c.get("type") != "PodScheduled"]
-    conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": _now()})
+    conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now()})
     pod["status"]["conditions"] = conditions
 
 
@@ -104,7 +104,7 @@ class ObjectStore:
                 "namespace": namespace,
                 "uid": uid or str(uuid.uuid4()),
                 "resourceVersion": self.next_resource_version(),
-                "creationTimestamp": _now(),
+                "creationTimestamp": now(),
             },
             "spec": {
                 "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9"}],
@@ -135,7 +135,7 @@ class ObjectStore:
         with self.lock:
             pod = self.pods[(namespace, name)]
             pod["spec"]["nodeName"] = node
-            _mark_scheduled(pod)
+            mark_scheduled(pod)
             self.record_change("pods", "MODIFIED", pod)
             return pod
 
@@ -152,7 +152,7 @@ class ObjectStore:
                 "name": name,
                 "uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, name)),
                 "labels": {"kubernetes.io/hostname": name, **(labels or {})},
-                "creationTimestamp": _now(),
+                "creationTimestamp": now(),
             },
             "spec": {},
             "status": {
@@ -181,7 +181,7 @@ class ObjectStore:
         obj: JSON = {
             "apiVersion": "schedlens.io/v1alpha1",
             "kind": "NodeResources",
-            "metadata": {"name": name, "uid": str(uuid.uuid4()), "generation": 1, "creationTimestamp": _now()},
+            "metadata": {"name": name, "uid": str(uuid.uuid4()), "generation": 1, "creationTimestamp": now()},
             "spec": {"resourcesFilter": resources_filter or {}, "resourcesScore": resources_score or {}},
         }
         with self.lock:
@@ -198,7 +198,7 @@ class ObjectStore:
     def put_event(self, event: JSON) -> JSON:
         """Create or update a core/v1 Event (see :func:`failed_scheduling_event`)."""
         with self.lock:
-            existed = _namespaced_key(event) in self.collections["events"].objects
+            existed = namespaced_key(event) in self.collections["events"].objects
             self.record_change("events", "MODIFIED" if existed else "ADDED", event)
         return event
 

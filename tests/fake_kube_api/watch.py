@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from tests.fake_kube_api.protocol import JSON, Handler, RecordedRequest, Response, _truthy, status_body
+from tests.fake_kube_api.protocol import JSON, Handler, RecordedRequest, Response, status_body, truthy
 from tests.fake_kube_api.store import Collection, field_selector_matches
 
 if TYPE_CHECKING:
@@ -79,20 +79,20 @@ class Watches:
 
     def watch_requests(self, collection: str) -> list[RecordedRequest]:
         path = self.collections[collection].path
-        return [r for r in self.requests_to("GET", path) if _truthy(r.query.get("watch"))]
+        return [r for r in self.requests_to("GET", path) if truthy(r.query.get("watch"))]
 
     def list_requests(self, collection: str) -> list[RecordedRequest]:
         path = self.collections[collection].path
-        return [r for r in self.requests_to("GET", path) if not _truthy(r.query.get("watch"))]
+        return [r for r in self.requests_to("GET", path) if not truthy(r.query.get("watch"))]
 
 
 def _encode_continue(rv: int, offset: int) -> str:
     return base64.urlsafe_b64encode(json.dumps({"rv": rv, "start": offset}).encode()).decode()
 
 
-def _list_or_watch(collection: str) -> Handler:
+def list_or_watch(collection: str) -> Handler:
     def handler(server: FakeKubeAPI, request: RecordedRequest, match: re.Match[str]) -> Response:
-        if _truthy(request.query.get("watch")):
+        if truthy(request.query.get("watch")):
             return Response(200, chunks=_watch_stream(server, collection, request))
         return _list(server, collection, request)
 
@@ -127,7 +127,7 @@ def _watch_stream(server: FakeKubeAPI, collection: str, request: RecordedRequest
     store = server.collections[collection]
     query = request.query
     selector = (query.get("fieldSelector") or [""])[0]
-    bookmarks = _truthy(query.get("allowWatchBookmarks"))
+    bookmarks = truthy(query.get("allowWatchBookmarks"))
     timeout = float((query.get("timeoutSeconds") or ["0"])[0] or 0)
     deadline = time.monotonic() + timeout if timeout > 0 else None
     requested = (query.get("resourceVersion") or [""])[0]

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from scheduler_core.verbs import UNKNOWN_NODE
-from tests.fake_kube_api import FakeKubeAPI, RecordedRequest, Response, _create_binding, write_kubeconfig
+from tests.fake_kube_api import FakeKubeAPI, RecordedRequest, Response, create_binding, write_kubeconfig
 from tests.live_server import LiveServer
 
 JSON = "application/json"
@@ -96,7 +96,7 @@ def test_a_slow_binding_does_not_delay_a_concurrent_filter(in_cluster: LiveServe
     def slow_binding(server: FakeKubeAPI, request: RecordedRequest, match: re.Match[str]) -> Response:
         arrived.set()
         release.wait(20)  # held until the test has seen the filter answered
-        return _create_binding(server, request, match)
+        return create_binding(server, request, match)
 
     api.add_route("POST", r"/api/v1/namespaces/(?P<namespace>[^/]+)/pods/(?P<name>[^/]+)/binding", slow_binding)
     bind_answer: list[tuple[int, bytes]] = []
