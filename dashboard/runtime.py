@@ -19,6 +19,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from dashboard.bind_intents import IntentReconciler, SpoolBindJournal
 from dashboard.spool import Spool
 from dashboard.traffic.view import build_inputs
 from scheduler_core.binding import Binder, SimulatedBinder, UnconfiguredBinder
@@ -91,7 +92,18 @@ class Runtime:
         self.traffic = TrafficStore()
         self.spool = Spool(settings.SCHEDLENS_SPOOL_DIR)
         self.extender = Extender(
-            self.profiles, cluster=self.cluster, traffic=self.traffic, binder=_binder(self.cluster)
+            self.profiles,
+            cluster=self.cluster,
+            traffic=self.traffic,
+            binder=_binder(self.cluster),
+            journal=SpoolBindJournal(self.spool),
+        )
+        # Settles the bind intents a process killed mid-bind left (dashboard/bind_intents.py says why here).
+        self.reconciler = IntentReconciler(
+            self.spool,
+            lambda: self.extender.binder,
+            grace_seconds=settings.SCHEDLENS_BIND_INTENT_GRACE_SECONDS,
+            interval_seconds=settings.SCHEDLENS_BIND_RECONCILE_SECONDS,
         )
         # Where verbs read traffic and recent binds (herd effect): Redis snapshots refreshed by Celery workers
         # (SCHEDLENS_TRAFFIC_BACKEND=redis), or this process's own store and refresher thread (inprocess).
@@ -121,6 +133,7 @@ class Runtime:
         # then score neutrally and say why) and never blocks start-up for longer than its timeout.
         self.refresher.refresh_once()
         self.refresher.start()
+        self.reconciler.start()
 
 
 _lock = threading.Lock()

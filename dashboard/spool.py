@@ -19,6 +19,10 @@ Two more things live here, both so that no record is ever lost *silently*:
   block every record behind it forever. The ingester moves it to the ``rejected`` table with the reason,
   logs it and counts it (``schedlens_spool_rejected_records_total``); it stays in the spool file for an
   operator to inspect.
+- **Bind intents.** A bind through the API server is written to the ``bind_intents`` table before the request
+  (:meth:`Spool.intend`), and removed in the transaction that appends the bind's record (``append(settles=…)``). An
+  intent left alone (the process died in between) is never read by the ingester: a restarted replica reconciles it
+  against the pod and appends the outcome (:meth:`Spool.settle_intent`, ``scheduler_core.bind_intents``).
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ _SCHEMA = (
     "id INTEGER PRIMARY KEY, data BLOB NOT NULL, error TEXT NOT NULL, rejected_at REAL NOT NULL)",
     # Written only after a failed append, by the checkpoint thread: would an append of that size fit again?
     "CREATE TABLE IF NOT EXISTS write_probe (id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
+    # Binds in flight: written before the API server is asked, removed with the bind's record (see above).
+    "CREATE TABLE IF NOT EXISTS bind_intents (id INTEGER PRIMARY KEY AUTOINCREMENT, data BLOB NOT NULL)",
 )
 
 SPOOL_APPEND_FAILURES = Counter(
@@ -206,20 +212,67 @@ class Spool:
             self._local.pid = os.getpid()
         return conn
 
-    def append(self, data: bytes, *, confirm_later: bool = False) -> int:
-        """Append one record; returns its row id. ``confirm_later``: the answer is not written yet (see above)."""
+    def append(self, data: bytes, *, confirm_later: bool = False, settles: int | None = None) -> int:
+        """Append one record; returns its row id. ``confirm_later``: the answer is not written yet (see above).
+        ``settles``: the bind intent this record is the outcome of, removed in the same transaction."""
         if self._checkpointer_pid != os.getpid():
             self._start_checkpointer()
         answered = 0 if confirm_later else 1
         try:
-            cursor = self._conn().execute("INSERT INTO events (data, answered) VALUES (?, ?)", (data, answered))
+            if settles is None:
+                cursor = self._conn().execute("INSERT INTO events (data, answered) VALUES (?, ?)", (data, answered))
+            else:  # a bind's record: its intent goes in the same transaction (one commit, as without)
+                with self._transaction() as conn:
+                    cursor = conn.execute("INSERT INTO events (data, answered) VALUES (?, ?)", (data, answered))
+                    conn.execute("DELETE FROM bind_intents WHERE id = ?", (settles,))
         except Exception as exc:
-            self._failed_append_bytes = len(data)
-            self.last_append_error = f"{type(exc).__name__}: {exc}"
+            self._failed(len(data), exc)
             raise
         if self.last_append_error is not None:
             self.last_append_error = None
         return int(cursor.lastrowid or 0)
+
+    def _failed(self, size: int, exc: Exception) -> None:
+        self._failed_append_bytes = size
+        self.last_append_error = f"{type(exc).__name__}: {exc}"
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:  # SQLite may have rolled back already (a full disk)
+                conn.execute("ROLLBACK")
+            raise
+
+    def intend(self, data: bytes) -> int:
+        """Record a bind intent (``scheduler_core.record.BindIntent``'s bytes) before its API call; returns its id,
+        which the bind's record settles (``append(settles=…)``). A failure counts as a failed append (readiness)."""
+        if self._checkpointer_pid != os.getpid():
+            self._start_checkpointer()
+        try:
+            cursor = self._conn().execute("INSERT INTO bind_intents (data) VALUES (?)", (data,))
+        except Exception as exc:
+            self._failed(len(data), exc)
+            raise
+        return int(cursor.lastrowid or 0)
+
+    def intents(self) -> list[tuple[int, bytes]]:
+        """Every bind intent without an outcome, oldest first: (id, bytes). The table holds only binds in flight."""
+        cursor = self._conn().execute("SELECT id, data FROM bind_intents ORDER BY id")
+        return [(int(row[0]), bytes(row[1])) for row in cursor.fetchall()]
+
+    def settle_intent(self, intent_id: int, data: bytes) -> bool:
+        """Append ``data`` (the reconciled outcome of intent ``intent_id``, as answered) and remove the intent, in one
+        transaction; False, appending nothing, when the intent is gone already (another process settled it)."""
+        with self._transaction() as conn:
+            settled = conn.execute("DELETE FROM bind_intents WHERE id = ?", (intent_id,)).rowcount == 1
+            if settled:
+                conn.execute("INSERT INTO events (data, answered) VALUES (?, 1)", (data,))
+        return settled
 
     def confirm(self, row_id: int) -> None:
         """The answer of the call recorded in ``row_id`` was handed to the server in full."""

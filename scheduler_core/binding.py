@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from scheduler_core.cluster import ClusterView
@@ -29,6 +29,31 @@ class BindOutcome:
 
 class Binder(Protocol):
     def bind(self, *, namespace: str, name: str, uid: str, node: str) -> BindOutcome: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PodPlacement:
+    """Where the API server says a pod is: read back to reconcile a bind whose outcome was never recorded."""
+
+    exists: bool
+    """False: the API server answered 404 (the pod was deleted)."""
+    uid: str = ""
+    node: str = ""
+    """``spec.nodeName``; empty while the pod is not bound."""
+
+
+class PlacementUnknownError(RuntimeError):
+    """The API server could not say where the pod is (unreachable, timeout, 5xx, 403): ask again later."""
+
+
+@runtime_checkable
+class PodReader(Protocol):
+    """A binder that can read a pod back (``KubernetesBinder``): its binds are recorded with an intent first, and
+    an intent left without an outcome is reconciled through it (``scheduler_core.bind_intents``)."""
+
+    def placement(self, *, namespace: str, name: str) -> PodPlacement:
+        """The pod's placement; raises :class:`PlacementUnknownError` when the API server cannot tell."""
+        ...
 
 
 class SimulatedBinder:

@@ -5,12 +5,19 @@ import the official ``kubernetes`` package. Two things live here:
 
 * :func:`load_api_client` finds a configuration (in-cluster service account, else a kubeconfig)
   or says there is none by returning ``None``;
-* :class:`KubernetesBinder` answers kube-scheduler's ``bind`` verb by creating a ``v1`` Binding.
+* :class:`KubernetesBinder` answers kube-scheduler's ``bind`` verb by creating a ``v1`` Binding, and reads a pod's
+  placement back (:meth:`KubernetesBinder.placement`) to reconcile a bind whose outcome was never recorded.
 
 Client quirk worked around: the generated client declares the Binding subresource as returning a
 ``V1Binding``, but the API server answers ``201`` with a ``metav1.Status``. Deserialising that
 fails (``target`` is required; client 37 raises a pydantic ``ValidationError``) *after the pod
 was bound*. So every call here passes ``_preload_content=False`` and reads status and JSON itself.
+
+The Binding itself is not sent through the generated method at all: its pydantic validation, model objects and
+serialization cost more CPU than the rest of the bind verb (``benchmarks/cost_per_pod.py``). It is posted as JSON
+bytes through the same client's connection pool (its TLS settings, proxy and retries) with the headers the
+generated method sends (``Accept``, the client's default headers and cookie, and its authorization, asked for on
+every request as the generated client does, so refreshed tokens are used).
 """
 
 from __future__ import annotations
@@ -24,7 +31,9 @@ import re
 import time
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import quote
 
+import msgspec
 import urllib3
 from kubernetes import client
 from kubernetes import config as kube_config
@@ -32,7 +41,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.incluster_config import InClusterConfigLoader
 
-from scheduler_core.binding import BindOutcome
+from scheduler_core.binding import BindOutcome, PlacementUnknownError, PodPlacement
 
 __all__ = ["KubeConfigError", "KubernetesBinder", "is_timeout", "load_api_client", "read_raw", "with_bounded_retries"]
 
@@ -147,6 +156,8 @@ class KubernetesBinder:
         self._max_throttle_wait = max(0.0, float(max_throttle_wait_seconds))
         self._api_client = with_bounded_retries(api_client)
         self._core = client.CoreV1Api(self._api_client)
+        self._configuration = self._api_client.configuration
+        self._pool: urllib3.PoolManager = self._api_client.rest_client.pool_manager
 
     def close(self) -> None:
         """Release this binder's connection pool (the caller's ``api_client`` is left alone)."""
@@ -159,12 +170,7 @@ class KubernetesBinder:
                 "not sent: incomplete bind request",
             )
         deadline = time.monotonic() + self._timeout
-        body = client.V1Binding(
-            api_version="v1",
-            kind="Binding",
-            metadata=client.V1ObjectMeta(name=name, namespace=namespace, uid=uid or None),
-            target=client.V1ObjectReference(kind="Node", api_version="v1", name=node),
-        )
+        url, body = self._binding_request(namespace, name, uid, node)
         throttled = 0
         waited = 0.0
         dropped = 0
@@ -173,32 +179,9 @@ class KubernetesBinder:
             if remaining < _MIN_REQUEST_SECONDS:
                 return self._timed_out(throttled)
             try:
-                response = self._core.create_namespaced_pod_binding(
-                    name, namespace, body, _preload_content=False, _request_timeout=remaining
-                )
-                status, _ = read_raw(response)
-                return BindOutcome(error="", detail="bound", status=status)
-            except ApiException as exc:
-                status = exc.status if isinstance(exc.status, int) else 0
-                if status == 0:  # the client wraps TLS failures as ApiException(status=0)
-                    return _failure(f"could not reach the API server: {_first_line(exc.reason)}", "no HTTP answer")
-                reason, message = _status_of(exc)
-                if status == 429:
-                    throttled += 1
-                    wait = self._throttle_wait(exc, waited, deadline)
-                    if throttled < _THROTTLE_ATTEMPTS and wait is not None:
-                        logger.info("bind %s/%s throttled (429); retrying in %.2f s", namespace, name, wait)
-                        time.sleep(wait)
-                        waited += wait
-                        continue
-                    return _failure(
-                        f"API server is throttling requests (429 Too Many Requests after {throttled} attempts)",
-                        f"429 x{throttled}: {message or reason}",
-                        status,
-                    )
-                if status == 409:
-                    return self._after_conflict(namespace, name, uid, node, message, deadline)
-                return _failure_for_status(status, reason, message)
+                response = self._post(url, body, remaining)
+            except urllib3.exceptions.SSLError as exc:  # as the generated client reports it: no HTTP answer
+                return _failure(f"could not reach the API server: {type(exc).__name__}", "no HTTP answer")
             except (urllib3.exceptions.HTTPError, OSError) as exc:
                 if is_timeout(exc):
                     return self._timed_out(throttled)
@@ -208,12 +191,76 @@ class KubernetesBinder:
                     dropped += 1
                     continue
                 return _failure(f"could not reach the API server: {_describe(exc)}", "no HTTP answer")
+            status, data = read_raw(response)
+            if 200 <= status <= 299:  # 201 and a Status: bound, nothing to read back
+                return BindOutcome(error="", detail="bound", status=status)
+            reason, message = _reason_and_message(str(response.reason or ""), _text(data))
+            if status == 429:
+                throttled += 1
+                wait = self._throttle_wait(response.headers, waited, deadline)
+                if throttled < _THROTTLE_ATTEMPTS and wait is not None:
+                    logger.info("bind %s/%s throttled (429); retrying in %.2f s", namespace, name, wait)
+                    time.sleep(wait)
+                    waited += wait
+                    continue
+                return _failure(
+                    f"API server is throttling requests (429 Too Many Requests after {throttled} attempts)",
+                    f"429 x{throttled}: {message or reason}",
+                    status,
+                )
+            if status == 409:
+                return self._after_conflict(namespace, name, uid, node, message, deadline)
+            return _failure_for_status(status, reason, message)
+
+    def placement(self, *, namespace: str, name: str) -> PodPlacement:
+        """Where the pod is now (``spec.nodeName``), by the GET the 409 follow-up uses; within the bind's budget.
+
+        For reconciling a bind whose outcome was never recorded (``scheduler_core.bind_intents``): 404 is a pod that
+        no longer exists; any other failure raises :class:`PlacementUnknownError` (ask again later).
+        """
+        pod, problem = self._read_pod(namespace, name, time.monotonic() + self._timeout)
+        if pod is None:
+            if problem == "404":
+                return PodPlacement(exists=False)
+            raise PlacementUnknownError(f"could not read pod {namespace}/{name}: {problem}")
+        metadata = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        return PodPlacement(exists=True, uid=str(metadata.get("uid") or ""), node=str(spec.get("nodeName") or ""))
 
     # ----- helpers -----
 
-    def _throttle_wait(self, exc: ApiException, waited: float, deadline: float) -> float | None:
+    def _binding_request(self, namespace: str, name: str, uid: str, node: str) -> tuple[str, bytes]:
+        """URL and JSON body of ``POST pods/{name}/binding``: the ``v1.Binding`` the generated client would send."""
+        safe = self._configuration.safe_chars_for_path_param
+        url = (
+            f"{self._configuration.host}/api/v1/namespaces/{quote(namespace, safe=safe)}"
+            f"/pods/{quote(name, safe=safe)}/binding"
+        )
+        metadata = {"name": name, "namespace": namespace, **({"uid": uid} if uid else {})}
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": metadata,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        return url, msgspec.json.encode(binding)
+
+    def _post(self, url: str, body: bytes, timeout: float) -> urllib3.BaseHTTPResponse:
+        """POST ``body`` through the client's pool, as ``RESTClientObject.request`` sends a JSON body; raw answer."""
+        headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        headers.update(self._api_client.default_headers)
+        if self._api_client.cookie:
+            headers["Cookie"] = self._api_client.cookie
+        for auth in self._configuration.auth_settings().values():  # BearerToken, refreshed by its hook if any
+            if auth.get("in") == "header" and auth.get("value"):
+                headers[auth["key"]] = auth["value"]
+        return self._pool.request(
+            "POST", url, body=body, headers=headers, timeout=urllib3.Timeout(total=timeout), preload_content=False
+        )
+
+    def _throttle_wait(self, headers: Any, waited: float, deadline: float) -> float | None:
         """Seconds to wait before retrying a 429, or None when the budget does not allow another attempt."""
-        requested = _retry_after_seconds(exc.headers)
+        requested = _retry_after_seconds(headers)
         if requested is None:
             requested = _DEFAULT_THROTTLE_WAIT
         wait = min(requested, self._max_throttle_wait - waited)
@@ -341,7 +388,19 @@ def _status_of(exc: ApiException) -> tuple[str, str]:
     body = exc.body
     if isinstance(body, bytes):
         body = body.decode("utf-8", "replace")
-    reason = str(exc.reason or "")
+    return _reason_and_message(str(exc.reason or ""), body)
+
+
+def _text(data: bytes) -> str | None:
+    """An answer's body as the generated client keeps it for an error (UTF-8, or nothing)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _reason_and_message(reason: str, body: object) -> tuple[str, str]:
+    """``(reason, message)`` from an answer's HTTP reason and ``metav1.Status`` body (best effort)."""
     if not isinstance(body, str) or not body:
         return reason, ""
     try:

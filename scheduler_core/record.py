@@ -126,3 +126,25 @@ class VerbEvent(msgspec.Struct, omit_defaults=True, gc=False):
     answer_derived: bool = False
     """A prioritize's answer is its record's hosts with their extender scores, as ``wire.encode_host_priorities``
     writes them (the verb answered exactly that): the spool leaves the answer out and writes it again on reading."""
+
+
+class BindIntent(msgspec.Struct, omit_defaults=True, gc=False):
+    """A bind about to ask the API server, written to the spool before the request (``Spool.intend``).
+
+    Its outcome is the bind's ``VerbEvent``, with the same ``event_id``, appended in the same SQLite transaction that
+    removes the intent. An intent left without one (the process died between the two) is reconciled against the
+    pod's ``spec.nodeName`` by a restarted replica (``scheduler_core.bind_intents``).
+    """
+
+    event_id: str
+    """The event id the bind's record has, whichever of the verb or the reconciliation writes it."""
+    profile: str
+    started_at: float
+    """Unix seconds: when the bind call started (the record's ``started_at``)."""
+    pod_namespace: str
+    pod_name: str
+    pod_uid: str
+    node: str
+    """The node kube-scheduler asked to bind to."""
+    server: str = ""
+    """The process that made the call (host:pid)."""

@@ -19,6 +19,9 @@ object on.
 
 Positions are the format: a field added to ``VerbEvent`` goes last, with a default, or records already spooled no
 longer read (``tests/core/test_record_spool.py`` pins the order).
+
+A bind intent (``BindIntent``, :func:`encode_intent`) is no verb record: JSON, in the spool's own ``bind_intents``
+table (``dashboard.spool``), never read by the ingester.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import zstandard
 
 from scheduler_core.compression import compressor, decompressor
 from scheduler_core.lru import LRU
-from scheduler_core.record import FilterRecord, PluginScores, PrioritizeRecord, VerbEvent
+from scheduler_core.record import BindIntent, FilterRecord, PluginScores, PrioritizeRecord, VerbEvent
 from scheduler_core.wire import encode_host_priorities
 
 _names_decoder = msgspec.msgpack.Decoder(list[str])
@@ -345,3 +348,21 @@ def answer_of(event: VerbEvent) -> bytes:
     if not event.response and event.answer_derived and (scored := event.prioritize) is not None:
         return encode_host_priorities(scored.nodes, scored.extender)
     return bytes(event.response)
+
+
+INTENT_FORMS = (b"{",)
+"""The forms of a bind intent (``BindIntent``, the spool's ``bind_intents`` table) the reader reads: JSON, fields by
+name (a field added later reads as its default from older intents)."""
+_intent_decoder = msgspec.json.Decoder(BindIntent)
+
+
+def encode_intent(intent: BindIntent) -> bytes:
+    """The spool's bytes for a bind intent: JSON, a few hundred bytes, readable with ``sqlite3``."""
+    return _json_encoder.encode(intent)
+
+
+def decode_intent(data: bytes) -> BindIntent:
+    """A spooled bind intent; raises ``msgspec.DecodeError`` for bytes of no form it reads."""
+    if not data.startswith(INTENT_FORMS):
+        raise msgspec.DecodeError(f"not a bind intent of a form this version reads (starts with {bytes(data[:4])!r})")
+    return _intent_decoder.decode(data)

@@ -21,7 +21,7 @@ import msgspec
 
 from scheduler_core import wire
 from scheduler_core.answer import answers
-from scheduler_core.binding import Binder
+from scheduler_core.binding import Binder, PodReader
 from scheduler_core.candidates import CandidatesMemo
 from scheduler_core.cluster import ClusterView, NodeInfo, PodInfo, knows_all_nodes, node_info, node_lookup, pod_info
 from scheduler_core.engine import FilterDecision, run_filter, run_prioritize
@@ -31,6 +31,7 @@ from scheduler_core.plugins.base import SharedColumns, TrafficView, new_shared_c
 from scheduler_core.profiles import Profile
 from scheduler_core.record import (
     NODE_CACHE,
+    BindIntent,
     BindRecord,
     FilterRecord,
     NodeMode,
@@ -60,11 +61,22 @@ class CycleInputs(Protocol):
     def record_bind(self, *, node: str, pod: str, at: float) -> None: ...
 
 
+class BindJournal(Protocol):
+    """Where a bind's intent is recorded before the API server is asked (the spool: ``dashboard.bind_intents``)."""
+
+    def intend(self, intent: BindIntent) -> int | None:
+        """Record ``intent`` durably; returns what the bind's record settles (``VerbResult.intent``), or None when
+        it was not recorded and the bind may go on without it. Raises when the bind must not go on."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class VerbResult:
     status: int
     body: bytes
     event: VerbEvent
+    intent: int | None = None
+    """A bind's intent (``BindJournal.intend``) that the spooled record settles: removed as the record is appended."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +151,7 @@ class Extender:
         binder: Binder,
         clock: Callable[[], float] = time.time,
         inputs: CycleInputs | None = None,
+        journal: BindJournal | None = None,
     ) -> None:
         self.profiles = profiles
         self.cluster = cluster
@@ -147,13 +160,16 @@ class Extender:
         self.clock = clock
         self.inputs = inputs
         """When set, replaces ``traffic`` for the verbs and learns of every successful bind (herd effect)."""
+        self.journal = journal
+        """When set, a bind through a binder that can read the pod back (``PodReader``: the API server's) records
+        its intent here before asking (``scheduler_core.bind_intents``)."""
         self._candidates_memo = CandidatesMemo()
 
     # --- shared plumbing ---------------------------------------------------------------------------
 
-    def _event(self, verb: str, profile: str, started: _Start, **fields: object) -> VerbEvent:
+    def _event(self, verb: str, profile: str, started: _Start, event_id: str = "", **fields: object) -> VerbEvent:
         return VerbEvent(
-            event_id=uuid.uuid4().hex,
+            event_id=event_id or uuid.uuid4().hex,
             verb=verb,
             profile=profile,
             started_at=started.at,
@@ -318,6 +334,11 @@ class Extender:
         ):
             if not value:
                 return self._refuse("bind", profile_name, started, 400, wire.WireError("must not be empty", path))
+        event_id = uuid.uuid4().hex
+        try:
+            intent = self._intend(profile_name, started, event_id, args)
+        except Exception:  # not bound: a bind nobody could account for is what the intent exists to prevent
+            return self._not_intended(profile_name, started, event_id, args)
         outcome = self.binder.bind(namespace=args.pod_namespace, name=args.pod_name, uid=args.pod_uid, node=args.node)
         if outcome.ok and self.inputs is not None:
             pod_key = args.pod_uid or f"{args.pod_namespace}/{args.pod_name}"
@@ -332,6 +353,7 @@ class Extender:
             "bind",
             profile_name,
             started,
+            event_id,
             http_status=200,
             error=error,
             bind=BindRecord(
@@ -342,7 +364,43 @@ class Extender:
             pod_name=args.pod_name,
             pod_uid=args.pod_uid,
         )
-        return VerbResult(200, answer, event)
+        return VerbResult(200, answer, event, intent)
+
+    def _intend(self, profile_name: str, started: _Start, event_id: str, args: wire.ExtenderBindingArgs) -> int | None:
+        """Record the bind's intent before the API server is asked, when the binder can read the pod back: a process
+        that dies before the bind's record is spooled leaves it, and a restarted replica reconciles it against the
+        pod (``scheduler_core.bind_intents``). One local SQLite append; no API round trip."""
+        if self.journal is None or not isinstance(self.binder, PodReader):
+            return None
+        planned = BindIntent(
+            event_id=event_id,
+            profile=profile_name,
+            started_at=started.at,
+            pod_namespace=args.pod_namespace,
+            pod_name=args.pod_name,
+            pod_uid=args.pod_uid,
+            node=args.node,
+            server=SERVER_ID,
+        )
+        return self.journal.intend(planned)
+
+    def _not_intended(
+        self, profile_name: str, started: _Start, event_id: str, args: wire.ExtenderBindingArgs
+    ) -> VerbResult:
+        message = "schedlens could not record this bind's intent (spool unavailable); not bound"
+        log.exception("%s: %s/%s to %s", message, args.pod_namespace, args.pod_name, args.node)
+        event = self._event(
+            "bind",
+            profile_name,
+            started,
+            event_id,
+            http_status=503,
+            error=message,
+            pod_namespace=args.pod_namespace,
+            pod_name=args.pod_name,
+            pod_uid=args.pod_uid,
+        )
+        return VerbResult(503, _error_body(message), event)
 
     def preempt(self, profile_name: str, body: bytes) -> VerbResult:
         """Keep only candidate nodes this profile's filters accept; victims are passed through untouched."""

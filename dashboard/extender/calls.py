@@ -14,6 +14,10 @@ gone) is stored by the ingester as a failed call. When the spool cannot take the
 unwritable), ``SCHEDLENS_SPOOL_FAILURE`` decides: ``fail`` (default) answers 503 so kube-scheduler's
 ``ignorable`` setting decides; ``answer`` answers anyway. Either way the record is written to the log at
 ERROR and ``schedlens_spool_append_failures_total`` counts it: never a silent drop.
+
+A bind through the API server spooled its intent before asking (``dashboard.bind_intents``); its record is appended
+in the transaction that removes the intent (``settles``), so a process killed in between leaves the intent for a
+restarted replica to reconcile, and one killed after leaves the record.
 """
 
 from __future__ import annotations
@@ -97,7 +101,7 @@ def answer_call(*, profile: str, verb: str, content_type: str, body: Callable[[]
     record = encode_event(result.event)
     row_id: int | None = None
     try:
-        row_id = runtime.spool.append(record, confirm_later=True)
+        row_id = runtime.spool.append(record, confirm_later=True, settles=result.intent)
     except Exception:
         result = _spool_failed(verb, result)
     seconds = time.perf_counter() - started

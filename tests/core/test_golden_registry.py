@@ -8,10 +8,11 @@ from typing import Any
 
 from dashboard.storage.call_body import BODY_FORMATS_READ
 from dashboard.storage.packed_json import PACK_KEY
-from scheduler_core.spool_codec import SPOOL_BINARY_FORMS
+from scheduler_core.spool_codec import INTENT_FORMS, SPOOL_BINARY_FORMS
 from tests.core import test_golden_call_bodies, test_golden_spool_forms
 from tests.golden.registry import (
     AUDIT_LINK,
+    BIND_INTENT,
     CALL_BODY,
     COLUMN,
     FIXTURES,
@@ -21,6 +22,7 @@ from tests.golden.registry import (
     SPOOL_FILE,
     SPOOL_RECORD,
     WITH_ANSWERED,
+    WITH_INTENTS,
     WITHOUT_ANSWERED,
     data,
     meta,
@@ -34,7 +36,9 @@ def readable_forms() -> dict[str, set[Any]]:
     """Per kind, the forms the current readers read, from what they declare where they declare it."""
     return {
         SPOOL_RECORD: {JSON_SPOOL_FORM, *SPOOL_BINARY_FORMS},
-        SPOOL_FILE: {WITHOUT_ANSWERED, WITH_ANSWERED},  # ``Spool`` adds ``answered`` to a file without it
+        # ``Spool`` adds ``answered`` (and ``bind_intents``) to a file without it
+        SPOOL_FILE: {WITHOUT_ANSWERED, WITH_ANSWERED, WITH_INTENTS},
+        BIND_INTENT: set(INTENT_FORMS),
         CALL_BODY: set(BODY_FORMATS_READ),
         SHARED_PART: {f for f in BODY_FORMATS_READ if f >= 2},  # format 2 added the shared part
         COLUMN: {PACK_KEY, "plain"},
@@ -67,7 +71,9 @@ def test_every_readable_form_has_a_fixture_and_every_fixture_a_reader() -> None:
 
 def test_every_fixture_is_of_the_form_it_is_registered_as() -> None:
     for name, (kind, form) in FIXTURES.items():
-        if kind == SPOOL_RECORD:
+        if kind == BIND_INTENT:
+            assert data(name).startswith(form), name
+        elif kind == SPOOL_RECORD:
             magic = data(name)[: len(form)]
             assert magic == form, name
             if form == JSON_SPOOL_FORM:

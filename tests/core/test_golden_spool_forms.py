@@ -13,10 +13,20 @@ from pathlib import Path
 import pytest
 
 from dashboard.spool import Spool
-from scheduler_core.spool_codec import answer_of, decode_event
-from tests.golden.registry import GOLDEN, SPOOL_FILE, SPOOL_RECORD, data, differences, every_field, meta, of_kind
+from scheduler_core.spool_codec import answer_of, decode_event, decode_intent
+from tests.golden.registry import (
+    BIND_INTENT,
+    GOLDEN,
+    SPOOL_FILE,
+    SPOOL_RECORD,
+    data,
+    differences,
+    every_field,
+    meta,
+    of_kind,
+)
 
-TESTED = {SPOOL_RECORD, SPOOL_FILE}
+TESTED = {SPOOL_RECORD, SPOOL_FILE, BIND_INTENT}
 """The fixture kinds this module reads (``test_golden_registry`` checks each registered kind is read somewhere)."""
 
 
@@ -41,6 +51,11 @@ def test_the_ingester_reads_a_spooled_record_and_its_answer(name: str) -> None:
     assert list(differences(fields, {k: v for k, v in expected.items() if k != "response"})) == []
 
 
+@pytest.mark.parametrize("name", of_kind(BIND_INTENT))
+def test_a_spooled_bind_intent_reads_back_as_its_writer_was_given_it(name: str) -> None:
+    assert list(differences(every_field(decode_intent(data(name))), meta(name)["expected"])) == []
+
+
 @pytest.mark.parametrize("name", of_kind(SPOOL_FILE))
 def test_a_spool_file_reads_back_with_its_rows_flags_and_rejected_records(name: str, tmp_path: Path) -> None:
     """The spool's own reader on a copy of the file (opening it may add the ``answered`` column)."""
@@ -50,8 +65,14 @@ def test_a_spool_file_reads_back_with_its_rows_flags_and_rejected_records(name: 
     try:
         rows = [(row.id, row.data, row.answered, "") for row in spool.read_rows(100)]
         rows += [(row_id, row_data, True, error) for row_id, row_data, error in spool.rejected()]
+        intents = spool.intents()
     finally:
         spool.close()
+    # Bind intents waiting for an outcome: none in a file from before they were written.
+    assert [intent_id for intent_id, _ in intents] == [row["id"] for row in expected.get("intents", [])]
+    for (intent_id, intent_data), row in zip(intents, expected.get("intents", []), strict=True):
+        got = every_field(decode_intent(intent_data))
+        assert list(differences(got, row["expected"])) == [], f"intent {intent_id}"
     assert [(row_id, answered, error) for row_id, _, answered, error in rows] == [
         (row["id"], row["answered"], row["rejected"]) for row in expected["rows"]
     ]

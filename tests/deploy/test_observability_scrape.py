@@ -217,6 +217,8 @@ def scenario_value(sample: str, labels: Mapping[str, str], scenario: str, pod: s
         "schedlens_answer_ties_total": lambda: 5.0 if broken else 0.01,
         "schedlens_spool_append_failures_total": lambda: 0.5 if broken else 0.0,
         "schedlens_spool_rejected_records_total": lambda: 0.01 if broken else 0.0,
+        "schedlens_bind_intents_reconciled_total": lambda: 0.001 if broken else 0.0,  # no alert: recorded anyway
+        "schedlens_bind_intent_reconcile_failures_total": lambda: 0.1 if broken else 0.0,
         "schedlens_pod_events_dropped_total": lambda: 0.1 if broken else 0.0,  # no alert: Events are a courtesy
         "schedlens_pod_events_written_total": lambda: VERB_RATE / 3.0,
         "schedlens_traffic_refresh_errors_total": lambda: 0.5 / 15.0 if broken else 0.0,

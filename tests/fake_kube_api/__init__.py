@@ -17,7 +17,8 @@ The package, by concern (tests import from the package itself, the names below):
 * :mod:`.faults` -- :meth:`FakeKubeAPI.inject` queues canned responses per (method, path), consumed in order
   before normal handling (e.g. a 429 with ``Retry-After: 0`` once, then a 500 once). ``FakeKubeAPI.delay``
   slows every request; an injected entry with ``status=None`` only delays and then falls through to normal
-  handling; ``status=DROP`` closes the connection without an answer;
+  handling (with ``hold``, it handles the request and then holds the answer back: a Binding created whose answer is
+  late); ``status=DROP`` closes the connection without an answer;
 * :mod:`.http_handler` -- the HTTP plumbing (keep-alive, chunked bodies);
 * :mod:`.protocol` -- requests as recorded (:attr:`FakeKubeAPI.requests`: method, path, query and parsed JSON
   body), responses, Status bodies;

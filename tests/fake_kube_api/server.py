@@ -143,5 +143,8 @@ class FakeKubeAPI(ObjectStore, Watches, Faults):
                 continue
             match = route.pattern.fullmatch(request.path)
             if match:
-                return route.handler(self, request, match)
+                response = route.handler(self, request, match)
+                if injected is not None:
+                    self.sleep(injected.hold)  # done, and the answer held back
+                return response
         return status_response(404, "NotFound", "the server could not find the requested resource")

@@ -29,6 +29,11 @@ Writers (name: commit, what it wrote):
   shared part, packed and plain columns, the spool file with ``answered`` and ``rejected``:
   ``spool/framed_*``, ``spool/json_{bind,refused}``, ``spool_files/spool_current``, ``bodies/body2_*``,
   ``bodies/part-<sha256>``, ``columns/packed_prioritize_*``, ``columns/plain_bind_*``, ``audit/link_json_bind``.
+- ``bind-intents`` @ the commit that adds bind intents (issue 20, item 6), the first to write them: a bind intent
+  (JSON, ``scheduler_core.spool_codec.encode_intent``) and the spool file with the ``bind_intents`` table:
+  ``spool/intent_json``, ``spool_files/spool_with_intents``. Written from the working tree itself::
+
+    DJANGO_SETTINGS_MODULE=dashboard.settings .venv/bin/python tests/golden/make_fixtures.py bind-intents /tmp/out
 
 Each ``<fixture>.json`` beside the bytes says which form and writer, and holds the expected values: the inputs
 (``make_fixtures_inputs.py``), written there by hand and handed to the writer, never the writer's output read
@@ -48,7 +53,13 @@ import sys
 from pathlib import Path
 
 from make_fixtures_bodies import write_body1, write_current
-from make_fixtures_spool import write_binary_first, write_binary_last, write_json, write_spool_file_v0
+from make_fixtures_spool import (
+    write_binary_first,
+    write_binary_last,
+    write_bind_intents,
+    write_json,
+    write_spool_file_v0,
+)
 from make_fixtures_writer import Writer
 
 
@@ -63,6 +74,7 @@ def main() -> None:
         "binary-last": write_binary_last,
         "body1": write_body1,
         "current": write_current,
+        "bind-intents": write_bind_intents,
     }[name](writer)
 
 

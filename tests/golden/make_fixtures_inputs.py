@@ -15,6 +15,7 @@ WRITERS = {
     "binary-last": "7022a8e",
     "body1": "258a538",
     "current": "1173deb",
+    "bind-intents": "the commit that added bind intents (issue 20, item 6; parent 56c96b8)",
 }
 
 # --- inputs, written by hand ---------------------------------------------------------------------------
@@ -134,6 +135,32 @@ PREEMPT: dict[str, Any] = {
 PREEMPT_ANSWER = '{"NodeNameToMetaVictims":{"node-a":{"Pods":[{"UID":"9d2e7f00-victim"}],"NumPDBViolations":1}}}'
 BIND: dict[str, Any] = {"node": "node-a", "detail": "bound through the API", "api_status": 201, "simulated": False}
 BIND_ANSWER = '{"Error":""}'
+
+
+def intent(event_id: str, started_at: float, node: str = "node-a") -> dict[str, Any]:
+    """A bind intent (``BindIntent``) of the pod of ``EVENT_BASE``: every field."""
+    return {
+        "event_id": event_id,
+        "profile": EVENT_BASE["profile"],
+        "started_at": started_at,
+        "pod_namespace": EVENT_BASE["pod_namespace"],
+        "pod_name": EVENT_BASE["pod_name"],
+        "pod_uid": EVENT_BASE["pod_uid"],
+        "node": node,
+        "server": EVENT_BASE["server"],
+    }
+
+
+RECONCILED_BIND: dict[str, Any] = {
+    "node": "node-c",
+    "detail": (
+        "reconciled after schedlens stopped mid-bind: spec.nodeName read by web-1:12 at 2026-11-22T12:27:40+00:00: "
+        "bound to node-c; kube-scheduler got no answer to this call"
+    ),
+    "api_status": None,
+    "simulated": False,
+}
+"""The record a reconciliation writes of a bind found done (``scheduler_core.bind_intents.reconciled_event``)."""
 
 
 def big_filter() -> tuple[dict[str, Any], str]:

@@ -1,6 +1,6 @@
 """The writers of the spool era (``make_fixtures.py``): ``json`` (spool records, jsonb columns, an audit link),
 ``spool-file-v0`` (the spool file without ``answered``), ``binary-first`` and ``binary-last`` (``SLR\\x01``,
-``SLR\\x02``)."""
+``SLR\\x02``), ``bind-intents`` (a bind intent, the spool file with ``bind_intents``)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ from make_fixtures_inputs import (
     FILTER_ANSWER,
     PREEMPT,
     PREEMPT_ANSWER,
+    RECONCILED_BIND,
     T0,
     big_filter,
     event,
+    intent,
     prioritize,
     prioritize_answer,
 )
@@ -138,4 +140,66 @@ def write_binary_last(w: Writer) -> None:
         "binary_preempt",
         event("golden-bin1-preempt", "preempt", T0 + 0.03, PREEMPT_ANSWER, preempt=PREEMPT, node_mode=""),
         "SLR\\x01",
+    )
+
+
+def write_bind_intents(w: Writer) -> None:
+    """A bind intent (JSON, the ``bind_intents`` table's rows), and the spool file with that table: a filter, a bind
+    whose record settled its intent, a reconciled bind, and an intent left by a process that died mid-bind."""
+    import msgspec
+
+    from dashboard.spool import Spool
+    from scheduler_core import spool_codec
+
+    def made(value: dict[str, Any]) -> Any:
+        return msgspec.convert(value, w.record.BindIntent)
+
+    alone = intent("golden-intent-bind", T0 + 0.04)
+    data = spool_codec.encode_intent(made(alone))
+    assert data.startswith(b"{"), data[:4]
+    w.save("spool", "intent_json", data, {"form": "json", "expected": alone})
+
+    left = intent("golden-file-intent-left", T0 + 9100.0, node="node-e")
+    settled = intent("golden-file-intent-bind", T0 + 9100.1)
+    reconciled = intent("golden-file-intent-reconciled", T0 + 9100.2, node="node-c")
+    framed = w.verb_event(event("golden-file-intents-filter", "filter", T0 + 9100, FILTER_ANSWER, filter=FILTER))
+    bind = w.verb_event(event("golden-file-intent-bind", "bind", T0 + 9100.1, BIND_ANSWER, bind=BIND, node_mode=""))
+    found = w.verb_event(
+        event(
+            "golden-file-intent-reconciled",
+            "bind",
+            T0 + 9100.2,
+            "null",
+            bind=RECONCILED_BIND,
+            node_mode="",
+            duration_ms=0.0,
+            pod_resource_version="",
+        )
+    )
+
+    def fill(spool: Any) -> None:
+        spool.append(spool_codec.encode_event(framed[0]))
+        spool.intend(spool_codec.encode_intent(made(left)))  # never settled: the process died mid-bind
+        settles = spool.intend(spool_codec.encode_intent(made(settled)))
+        row = spool.append(spool_codec.encode_event(bind[0]), confirm_later=True, settles=settles)
+        spool.confirm(row)
+        waiting = spool.intend(spool_codec.encode_intent(made(reconciled)))
+        assert spool.settle_intent(waiting, spool_codec.encode_event(found[0]))
+
+    spool_file(
+        w,
+        "spool_with_intents",
+        fill,
+        lambda spool: spool.close(),
+        Spool,
+        {
+            "form": "spool file with answered, rejected and bind_intents",
+            "rows": [
+                {"id": 1, "answered": True, "rejected": ""},
+                {"id": 2, "answered": True, "rejected": ""},
+                {"id": 3, "answered": True, "rejected": ""},
+            ],
+            "expected_events": {"1": framed[1], "2": bind[1], "3": found[1]},
+            "intents": [{"id": 1, "expected": left}],
+        },
     )

@@ -20,6 +20,8 @@ SPOOL_RECORD = "spool record"
 """Form: the record's first bytes (``b"{"``: JSON; else one of ``SPOOL_BINARY_FORMS``)."""
 SPOOL_FILE = "spool file"
 """Form: the layout of the spool's SQLite file."""
+BIND_INTENT = "bind intent"
+"""Form: the intent's first bytes (``INTENT_FORMS``: ``b"{"``, JSON)."""
 CALL_BODY = "call body"
 """Form: the body's format byte (``BODY_FORMATS_READ``)."""
 SHARED_PART = "shared part"
@@ -31,6 +33,7 @@ AUDIT_LINK = "audit chain link"
 
 WITHOUT_ANSWERED = "events without answered"
 WITH_ANSWERED = "events with answered, rejected"
+WITH_INTENTS = "events with answered, rejected, bind_intents"
 PART = "part-89eb3dff986e1bc57180898c642405a831b8397fadcd42f12695af048385917c"
 
 FIXTURES: dict[str, tuple[str, Any]] = {
@@ -50,9 +53,12 @@ FIXTURES: dict[str, tuple[str, Any]] = {
     "spool/framed_prioritize.bin": (SPOOL_RECORD, b"SLR\x03"),
     "spool/framed_derived_prioritize.bin": (SPOOL_RECORD, b"SLR\x03"),
     "spool/framed_preempt.bin": (SPOOL_RECORD, b"SLR\x03"),
+    # Bind intents (``scheduler_core.spool_codec.decode_intent``).
+    "spool/intent_json.bin": (BIND_INTENT, b"{"),
     # Spool files (``dashboard.spool.Spool``).
     "spool_files/spool_before_answered.sqlite3": (SPOOL_FILE, WITHOUT_ANSWERED),
     "spool_files/spool_current.sqlite3": (SPOOL_FILE, WITH_ANSWERED),
+    "spool_files/spool_with_intents.sqlite3": (SPOOL_FILE, WITH_INTENTS),
     # Call bodies and shared parts (``dashboard.storage.call_body.body_read``).
     "bodies/body1_filter.bin": (CALL_BODY, 1),
     "bodies/body1_prioritize.bin": (CALL_BODY, 1),
