@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "dashboard.apps.DashboardConfig",
     "dashboard.placements.apps.PlacementsConfig",
     "dashboard.traffic.apps.TrafficConfig",
+    "dashboard.replays.apps.ReplaysConfig",
 ]
 
 MIDDLEWARE = [
@@ -170,6 +171,7 @@ REST_FRAMEWORK = {
         "anon": _rate("SCHEDLENS_API_ANON_RATE", "30/minute"),
         "user": _rate("SCHEDLENS_API_USER_RATE", "600/minute"),
         "audit-verify": _rate("SCHEDLENS_API_VERIFY_RATE", "12/hour"),
+        "replay-start": _rate("SCHEDLENS_API_REPLAY_START_RATE", "30/hour"),
     },
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
@@ -182,8 +184,10 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "schedlens audit API",
     "DESCRIPTION": "Read-only access to the scheduling record: cycles, nodes, profiles, explanations, exports "
-    "and the verification of its hash chain. Authenticate with `Authorization: Token <key>` "
-    "(`manage.py create_audit_token <user>`) or a session; the user must be in the `auditor` group.",
+    "and the verification of its hash chain; and replays of recorded history under a candidate profile (`POST "
+    "/api/v1/replays/` starts one: the API's only write, which writes nothing but the replay). Authenticate with "
+    "`Authorization: Token <key>` (`manage.py create_audit_token <user>`) or a session; the user must be in the "
+    "`auditor` group.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["dashboard.api.permissions.IsAuditor"],  # the schema and docs too: deny by default
@@ -194,6 +198,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "OutcomeEnum": "dashboard.models.Outcome",
         "NodeModeEnum": "dashboard.models.NodeMode",
+        "ReplayStatusEnum": "dashboard.replays.models.ReplayStatus",
+        "StatusEnum": "dashboard.traffic.models.RefreshStatus",
     },
 }
 SCHEDLENS_RETENTION_DAYS = env_int("SCHEDLENS_RETENTION_DAYS", 30)
@@ -224,6 +230,11 @@ SCHEDLENS_ANSWER_CONFIRM_SECONDS = env_float("SCHEDLENS_ANSWER_CONFIRM_SECONDS",
 """A record whose answer was not confirmed written after this long is stored as a failed call ("answer not
 confirmed"): the process died, or the client was gone, between recording and answering. Well above
 kube-scheduler's extender timeout (5 s) so a slow reader of a large answer is not mistaken for one."""
+SCHEDLENS_BIND_INTENT_GRACE_SECONDS = env_float("SCHEDLENS_BIND_INTENT_GRACE_SECONDS", 30.0)
+"""A bind intent without an outcome older than this is reconciled against its pod (``dashboard.bind_intents``): the
+process died mid-bind. Well above the binder's 4 s budget, so a bind still in flight in a live process is left alone."""
+SCHEDLENS_BIND_RECONCILE_SECONDS = env_float("SCHEDLENS_BIND_RECONCILE_SECONDS", 10.0)
+"""Seconds between a web process's passes over the bind intents (the first runs at start)."""
 SCHEDLENS_MAX_BODY_BYTES = env_int("SCHEDLENS_MAX_BODY_BYTES", 256 * 1024 * 1024)
 """Full-Nodes mode at 1000+ nodes sends tens of MB; Django's 2.5 MiB default would refuse it."""
 PROMETHEUS_URL = env_str("PROMETHEUS_URL")
@@ -265,6 +276,24 @@ SCHEDLENS_TRAFFIC_HISTORY_INTERVAL_SECONDS = env_float("SCHEDLENS_TRAFFIC_HISTOR
 """Per-node values are kept on one refresh row per interval (traffic over time), not on every row."""
 SCHEDLENS_TRAFFIC_HISTORY_RETENTION_HOURS = env_float("SCHEDLENS_TRAFFIC_HISTORY_RETENTION_HOURS", 48.0)
 SCHEDLENS_TRAFFIC_REFRESH_RETENTION_HOURS = env_float("SCHEDLENS_TRAFFIC_REFRESH_RETENTION_HOURS", 7 * 24.0)
+
+SCHEDLENS_REPLAY_RUNNER = env_choice(
+    "SCHEDLENS_REPLAY_RUNNER",
+    "celery" if env_str("REDIS_URL") or env_str("REDIS_URL_FILE") else "process",
+    ("celery", "process", "none"),
+)
+"""Who runs a history replay started from the dashboard or the API (``dashboard.replays``): ``celery`` (a task
+queued when the row is committed; the default when REDIS_URL is set), ``process`` (``manage.py run_replays``, a
+small loop claiming queued rows; ``make run`` starts it), ``none`` (nothing: a test or an operator runs it)."""
+SCHEDLENS_REPLAY_QUEUE = env_str("SCHEDLENS_REPLAY_QUEUE", env_str("SCHEDLENS_CELERY_QUEUE", "schedlens"))
+"""The Celery queue replays are sent to: the traffic refreshes' by default (a replay then holds one of the worker's
+processes while it runs); another one keeps them apart, with a worker of its own (``celery … worker -Q <queue>``)."""
+SCHEDLENS_REPLAY_MAX_CYCLES = env_int("SCHEDLENS_REPLAY_MAX_CYCLES", 2_000_000)
+"""The most cycles one history replay may select (a day of a busy cluster); a larger selection fails, saying so."""
+SCHEDLENS_REPLAY_CHUNK_CYCLES = env_int("SCHEDLENS_REPLAY_CHUNK_CYCLES", 2000)
+"""Cycles read and replayed per chunk; the replay's row shows its progress after each."""
+SCHEDLENS_REPLAY_TIME_LIMIT_SECONDS = env_int("SCHEDLENS_REPLAY_TIME_LIMIT_SECONDS", 3600)
+"""The Celery task's hard time limit for one replay."""
 
 # Verbs read the raw body themselves and enforce SCHEDLENS_MAX_BODY_BYTES with a 413.
 DATA_UPLOAD_MAX_MEMORY_SIZE = None

@@ -1,5 +1,8 @@
 """Celery tasks: explicit names, time limits, primitives in, one service call each.
 
+``run_history_replay`` does not retry either: the replay's row says it failed and why, and whoever started it
+starts another; a message delivered twice (a worker lost) runs once, the service taking the row first.
+
 ``prefetch_traffic`` does not retry: the next beat tick, ``SCHEDLENS_TRAFFIC_REFRESH_SECONDS`` later, is the
 retry, and a failed refresh already left its row and kept the last good snapshot. Pruning retries on a
 database hiccup because nothing else would run it for another hour.
@@ -15,6 +18,7 @@ from django.conf import settings
 from django.db import OperationalError
 from django.utils import timezone
 
+from dashboard.replays.services import REPLAY_TASK, history_replay_run
 from dashboard.services.retention import cycles_prune
 from dashboard.traffic.services import traffic_refresh, traffic_refreshes_prune
 from dashboard.traffic.snapshots import query_from_dict
@@ -50,3 +54,14 @@ def prune_traffic_refreshes() -> None:
 def prune_cycles() -> None:
     """Retention: cycles older than SCHEDLENS_RETENTION_DAYS go, behind a chain checkpoint."""
     cycles_prune(older_than=timezone.now() - timedelta(days=settings.SCHEDLENS_RETENTION_DAYS))
+
+
+@shared_task(
+    name=REPLAY_TASK,
+    soft_time_limit=max(1, settings.SCHEDLENS_REPLAY_TIME_LIMIT_SECONDS - 30),
+    time_limit=settings.SCHEDLENS_REPLAY_TIME_LIMIT_SECONDS,
+    ignore_result=True,
+)
+def run_history_replay(replay_id: int) -> None:
+    """A history replay started from the dashboard or the API (``SCHEDLENS_REPLAY_RUNNER=celery``)."""
+    history_replay_run(replay_id)

@@ -13,6 +13,9 @@ mkdir -p var
 export SCHEDLENS_CLUSTER_FILE=${SCHEDLENS_CLUSTER_FILE:-$PWD/var/demo-cluster.json}
 export SCHEDLENS_CONFIG=${SCHEDLENS_CONFIG:-$PWD/deploy/profiles.demo.yaml}
 export SCHEDLENS_BIND_MODE=${SCHEDLENS_BIND_MODE:-simulated}
+# History replays started from the dashboard or the API run in a process of their own (no Celery worker here),
+# never in the verbs' processes.
+export SCHEDLENS_REPLAY_RUNNER=${SCHEDLENS_REPLAY_RUNNER:-process}
 
 "$PY" manage.py migrate --noinput
 "$PY" manage.py collectstatic --noinput -v0
@@ -21,7 +24,12 @@ export SCHEDLENS_BIND_MODE=${SCHEDLENS_BIND_MODE:-simulated}
 
 "$VENV/bin/gunicorn" --config python:dashboard.gunicorn_conf dashboard.wsgi:application &
 server=$!
-trap 'kill $server 2>/dev/null; wait $server 2>/dev/null' EXIT INT TERM
+replays=
+if [ "$SCHEDLENS_REPLAY_RUNNER" = process ]; then
+  "$PY" manage.py run_replays &
+  replays=$!
+fi
+trap 'kill $server $replays 2>/dev/null; wait $server $replays 2>/dev/null' EXIT INT TERM
 
 for _ in $(seq 1 100); do
   if "$PY" -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$PORT/readyz', timeout=1)" 2>/dev/null; then break; fi

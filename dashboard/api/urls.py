@@ -6,7 +6,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import SimpleRouter
 
-from dashboard.api import views
+from dashboard.api import replay_views, views
 
 app_name = "api"
 
@@ -16,6 +16,7 @@ router.register("nodes", views.NodeViewSet, basename="node")
 router.register("profiles", views.ProfileViewSet, basename="profile")
 router.register("traffic/refreshes", views.TrafficRefreshViewSet, basename="traffic-refresh")
 router.register("traffic/snapshots", views.TrafficSnapshotViewSet, basename="traffic-snapshot")
+router.register("replays", replay_views.ReplayViewSet, basename="replay")
 
 urlpatterns = [
     path("v1/cycles/export.csv", views.CycleCsvExport.as_view({"get": "export"}), name="cycle-export-csv"),

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard.ui import views
+from dashboard.ui import replay_views, views
 
 app_name = "ui"
 
@@ -12,4 +12,8 @@ urlpatterns = [
     path("cycles/<int:pk>/what-if/", views.what_if, name="what-if"),
     path("nodes/", views.nodes, name="nodes"),
     path("health/", views.health, name="health"),
+    path("replays/", replay_views.replays, name="replays"),
+    path("replays/list/", replay_views.replays_list, name="replays-list"),
+    path("replays/<int:pk>/", replay_views.replay, name="replay"),
+    path("replays/<int:pk>/progress/", replay_views.replay_progress, name="replay-progress"),
 ]

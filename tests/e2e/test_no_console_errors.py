@@ -19,6 +19,7 @@ from django.core.management import call_command
 from playwright.sync_api import Page, expect
 
 from dashboard.models import SchedulingCycle
+from dashboard.replays.services import history_replay_run, history_replay_start
 from tests.e2e.conftest import ARTIFACTS
 from tests.ui.recording import Recorder, make_pod, use_demo_profiles
 
@@ -143,6 +144,16 @@ def test_the_demo_user_sees_every_page_and_the_api_without_a_console_error_or_cs
     expect(page.get_by_role("heading", name=re.compile(r"^Traffic received by"))).to_be_visible()
     watched.visit("/health/")
     expect(page.locator("table.verbs")).to_contain_text("prioritize")
+    # History replays: the form and the list, then a finished replay's report with its chart.
+    replay = history_replay_start(
+        selection={"last": "10"}, candidate_profile="gpu-aware", created_by="demo", runner="none"
+    )
+    history_replay_run(replay.pk)
+    watched.visit("/replays/")
+    expect(page.locator(f'#replay-list tr[data-id="{replay.pk}"]')).to_contain_text("Done")
+    watched.visit(f"/replays/{replay.pk}/")
+    expect(page.locator("#replay-status")).to_have_text("Done")
+    expect(page.locator("#placements-chart")).to_have_attribute("style", re.compile(r"height"))
 
     # The browsable API (a browser asks for text/html first, so DRF answers its HTML page).
     watched.visit("/api/v1/cycles/")

@@ -1,0 +1,89 @@
+"""``manage.py replay_history`` prints the report (text or JSON) with a progress bar on stderr; ``manage.py
+run_replays`` runs what is queued; the claim never hands one replay to two runners."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import timedelta
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from dashboard.replays.models import HistoryReplay, ReplayStatus
+from dashboard.replays.services import history_replay_claim, history_replay_run, history_replay_start
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args: str) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    call_command("replay_history", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def test_the_command_prints_the_report_and_a_progress_bar(recorded):
+    out, err = run("--profile", "gpu-aware", "--last", "30", "--profile-recorded", "default")
+    assert "Candidate: gpu-aware (configured profile)" in out
+    assert "Cycles: 30 selected, 30 replayed, 0 skipped" in out
+    assert "Decisions changed (preferred node differs): " in out
+    assert "Placements per node (preferred before → after):" in out
+    assert "What a replay cannot know:" in out
+    assert "The herd estimate is kept as recorded" in out
+    assert "[##############################] 30/30 cycles" in err
+    replay = HistoryReplay.objects.get()
+    assert replay.status == ReplayStatus.DONE
+    assert replay.created_by == "manage.py replay_history"
+
+
+def test_the_command_prints_json(recorded, tmp_path):
+    candidate = tmp_path / "candidate.yaml"
+    candidate.write_text(
+        "profiles:\n- name: quiet\n  plugins:\n    score: {enabled: [{name: NetworkTraffic, weight: 5}]}\n"
+    )
+    out, _ = run("--profile-file", str(candidate), "--since", "2000-01-01T00:00:00Z", "-o", "json", "--no-progress")
+    body = json.loads(out)
+    assert body["report"]["cycles_replayed"] == len(recorded)
+    assert body["report"]["candidate"]["label"] == "quiet"
+    assert body["report"]["candidate"]["source"] == "yaml"
+    assert body["selection"]["since"].startswith("2000-01-01T00:00:00")
+
+
+def test_the_command_names_what_it_refuses(db, tmp_path):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(
+        "profiles:\n- name: b\n  pluginConfig:\n  - {name: TrafficThreshold, args: {maxBytesPerSecond: x}}\n"
+    )
+    with pytest.raises(CommandError, match=r"--profile-file: profile 'b', plugin 'TrafficThreshold': field args\."):
+        run("--profile-file", str(broken))
+    with pytest.raises(CommandError, match=r"--since: .*date"):
+        run("--profile", "default", "--since", "last tuesday")
+    with pytest.raises(CommandError, match=r"--profile: no configured profile 'nope'"):
+        run("--profile", "nope")
+    assert not HistoryReplay.objects.exists()
+
+
+def test_run_replays_runs_what_is_queued_and_exits_with_once(recorded):
+    first = history_replay_start(selection={"last": "5"}, candidate_profile="default")
+    second = history_replay_start(selection={"last": "7"}, candidate_profile="gpu-aware")
+    out = io.StringIO()
+    call_command("run_replays", "--once", stdout=out, stderr=io.StringIO())
+    for replay, count in ((first, 5), (second, 7)):
+        replay.refresh_from_db()
+        assert replay.status == ReplayStatus.DONE
+        assert replay.report["cycles_replayed"] == count
+    assert f"replay {first.pk} done" in out.getvalue()
+
+
+def test_a_replay_is_claimed_once_and_an_abandoned_one_is_taken_over(recorded):
+    replay = history_replay_start(selection={"last": "5"}, candidate_profile="default")
+    assert history_replay_claim(runner="a") == replay.pk
+    assert history_replay_claim(runner="b") is None  # running, with a fresh heartbeat
+    assert history_replay_run(replay.pk).status == ReplayStatus.RUNNING  # a second delivery does not run it again
+    HistoryReplay.objects.filter(pk=replay.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=10))
+    assert history_replay_claim(runner="b") == replay.pk  # its runner died
+    done = history_replay_run(replay.pk, claimed=True)
+    assert done.status == ReplayStatus.DONE
+    assert done.runner == "b"
+    assert history_replay_run(replay.pk).report == done.report  # finished: left as it is
