@@ -9,7 +9,7 @@ lowered and a lower TrafficThreshold) exactly as ``manage.py replay_history`` do
 - **read**: the two queries per chunk (cycles, their filter and prioritize calls) and fetching the rows;
 - **decode**: the stored bodies into the replay's columns (``dashboard.storage.replay_inputs``);
 - **replay**: each cycle under its recorded scenario and the candidate, folded into the report
-  (``scheduler_core.history_replay``).
+  (``scheduler_core.history_replay.report_builder``).
 
 Rates are cycles per second of CPU time of this process (``time.process_time``): per core, since everything runs in
 one thread (PostgreSQL's own time is its process's and is not counted; the wall time is shown too).
@@ -135,7 +135,7 @@ def measure(*, candidate_yaml: str, chunk: int, limit: int | None) -> dict[str, 
     from dashboard.replays import selectors
     from dashboard.replays.services import _profile_descriptions, candidate_validate
     from dashboard.storage.replay_inputs import CycleReader
-    from scheduler_core.history_replay import ReportBuilder
+    from scheduler_core.history_replay.report_builder import ReportBuilder
 
     candidate = candidate_validate(candidate_yaml=candidate_yaml)
     ids = selectors.replay_cycle_ids(selectors.ReplaySelection(last=limit or 10**9), limit=limit or 10**9)
@@ -309,9 +309,9 @@ def _write(args: argparse.Namespace, results: list[dict[str, float]]) -> None:
         "- **decode**: stored bodies into the replay's columns (`dashboard.storage.replay_inputs`): zstd, MessagePack,",
         "  the score columns straight into arrays; a shared part (a snapshot's candidates, failures and traffic) is",
         "  decoded once per digest.",
-        "- **replay**: both replays of each cycle (`scheduler_core.history_replay.replay_batch`: numpy passes over the",
-        "  cycles that share a shape, giving exactly what `scheduler_core.replay.replay` gives per cycle:",
-        "  `tests/replays/test_fast_replay.py`) and the report.",
+        "- **replay**: both replays of each cycle (`scheduler_core.history_replay.fast_replay.replay_batch`: numpy",
+        "  passes over the cycles that share a shape, giving exactly what `scheduler_core.replay.replay` gives per",
+        "  cycle: `tests/replays/test_fast_replay.py`) and the report.",
         "- **read**: Django's two queries per chunk and the rows' transfer, in this process.",
         "",
         *_verdict(results),

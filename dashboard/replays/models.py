@@ -33,14 +33,14 @@ class HistoryReplay(models.Model):
     )
     candidate_yaml = models.TextField(blank=True, help_text="Profile YAML given with the replay (empty: configured).")
     candidate_scenario = models.JSONField(
-        default=dict, help_text="The candidate as replayed (scheduler_core.history_replay.CandidateDescription)."
+        default=dict, help_text="The candidate as replayed (scheduler_core.history_replay.report.CandidateDescription)."
     )
     progress_done = models.PositiveIntegerField(default=0, help_text="Cycles looked at so far.")
     progress_total = models.PositiveIntegerField(
         null=True, blank=True, help_text="Cycles selected; empty until the run has listed them."
     )
     report = models.JSONField(
-        null=True, blank=True, help_text="scheduler_core.history_replay.HistoryReplayReport (when done)."
+        null=True, blank=True, help_text="scheduler_core.history_replay.report.HistoryReplayReport (when done)."
     )
     error = models.TextField(blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -21,7 +21,8 @@ from dashboard.filters import CycleFilterSet
 from dashboard.models import SchedulingCycle, VerbCall, shared_part_data
 from dashboard.replays.models import HistoryReplay
 from dashboard.storage.replay_inputs import Call, CycleReader, RecordedCycleRow
-from scheduler_core.history_replay import HistoryReplayReport, RecordedCycle
+from scheduler_core.history_replay.recorded_cycles import RecordedCycle
+from scheduler_core.history_replay.report import HistoryReplayReport
 
 DEFAULT_LAST = 1000
 """Cycles replayed when the selection names neither a time range nor ``last``."""
@@ -230,8 +231,8 @@ def history_replay_get(*, replay_id: int) -> HistoryReplay | None:
 
 
 def history_replay_report(replay: HistoryReplay) -> HistoryReplayReport | None:
-    """The replay's report as the struct (``scheduler_core.history_replay.HistoryReplayReport``); None until it is
-    done."""
+    """The replay's report as the struct (``scheduler_core.history_replay.report.HistoryReplayReport``); None until
+    it is done."""
     if not replay.report:
         return None
     return msgspec.convert(replay.report, HistoryReplayReport)

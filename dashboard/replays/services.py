@@ -9,7 +9,8 @@ call these and nothing else that writes a replay's row:
   :class:`ReplayRequestInvalid`, whose ``errors`` name the field (``candidate_yaml``'s message names the profile,
   the plugin and the field, as ``scheduler_core.profiles`` words it): a 400 or a form error, never a 500.
 - :func:`history_replay_run` replays the selected cycles in chunks of ``SCHEDLENS_REPLAY_CHUNK_CYCLES``, writing
-  ``progress_done``/``progress_total`` after each, and the report (``scheduler_core.history_replay``) at the end.
+  ``progress_done``/``progress_total`` after each, and the report
+  (``scheduler_core.history_replay.report_builder``) at the end.
 - :func:`history_replay_claim` takes the oldest queued row for a runner process.
 
 A replay only reads the recorded cycles: it never touches the verbs' processes, the cluster or Prometheus.
@@ -35,12 +36,9 @@ from dashboard.replays.models import CandidateSource, HistoryReplay, ReplayStatu
 from dashboard.replays.selectors import ReplaySelection, replay_cycle_ids, replay_cycles, selection_from_input
 from dashboard.runtime import configured_profiles
 from dashboard.storage.replay_inputs import CycleReader
-from scheduler_core.history_replay import (
-    CandidateDescription,
-    HistoryReplayReport,
-    ReportBuilder,
-    candidate_description,
-)
+from scheduler_core.history_replay.report import CandidateDescription, HistoryReplayReport
+from scheduler_core.history_replay.report_builder import ReportBuilder
+from scheduler_core.history_replay.scenarios import candidate_description
 from scheduler_core.profiles import Profile, ProfileError, load_profiles
 
 logger = logging.getLogger(__name__)

@@ -1,5 +1,6 @@
 """A cycle's stored calls (``VerbCall.body``) read straight into a history replay's columns
-(:class:`scheduler_core.history_replay.CycleColumns`), without a Python object per node where it can be helped.
+(:class:`scheduler_core.history_replay.recorded_cycles.CycleColumns`), without a Python object per node where it can
+be helped.
 
 :func:`dashboard.storage.call_body.body_decode` rebuilds the whole record as the API serves it: every per-node list,
 every plugin's figures and details. A replay reads a few of them (the candidates, the filter's failures, passed
@@ -11,11 +12,12 @@ module decodes only those, into numpy arrays, and keeps what many calls share:
 - the slim JSON records are decoded into structs that name only the fields read (the others, such as a filter's
   per-node ``details``, are skipped by the decoder without being built);
 - ``NetworkTraffic``'s recorded scores are not decoded: a replay computes that plugin's scores again from the raw
-  figures and herd bytes (:func:`scheduler_core.history_replay.replay_columns`).
+  figures and herd bytes (:func:`scheduler_core.history_replay.fast_replay.replay_columns`).
 
 Anything else (a call stored as JSON before migration 0004, a prioritize referring to another filter call, a
 column holding non-finite values, nodes unknown to the node cache, …) is read the general way,
-:func:`~dashboard.storage.call_body.body_read` then :func:`~scheduler_core.history_replay.recorded_cycle_from_records`,
+:func:`~dashboard.storage.call_body.body_read` then
+:func:`~scheduler_core.history_replay.recorded_cycles.recorded_cycle_from_records`,
 so every cycle reads the same either way (``tests/replays/test_replay_inputs.py`` checks both against each other).
 
 Pure functions of bytes and values: where a shared part's bytes are found is the caller's to say.
@@ -42,7 +44,7 @@ from dashboard.storage.columns import (
 )
 from dashboard.storage.shared_parts import SharedPartLookup, shared_part_decode
 from scheduler_core.compression import decompressor
-from scheduler_core.history_replay import (
+from scheduler_core.history_replay.recorded_cycles import (
     CycleColumns,
     CycleShape,
     PluginColumns,
@@ -200,8 +202,8 @@ def _filter_part(nodes: list[str], failures: dict[str, dict[str, str]], traffic:
 
 
 class CycleReader:
-    """Reads recorded cycles into :class:`~scheduler_core.history_replay.RecordedCycle`, keeping the shared parts it
-    decoded (one reader per replay: it is not shared between threads)."""
+    """Reads recorded cycles into :class:`~scheduler_core.history_replay.recorded_cycles.RecordedCycle`, keeping the
+    shared parts it decoded (one reader per replay: it is not shared between threads)."""
 
     def __init__(self, parts_kept: int = PARTS_KEPT) -> None:
         self._parts: LRU[str, _FilterPart] = LRU(parts_kept)

@@ -2,7 +2,7 @@
 figures every statement follows from, the placements chart's series and the links to each changed decision's
 what-if with the candidate's settings filled in.
 
-Pure functions of a replay's row and its report (``scheduler_core.history_replay.HistoryReplayReport``); nothing
+Pure functions of a replay's row and its report (``scheduler_core.history_replay.report.HistoryReplayReport``); nothing
 here queries the database. The report's own ``basis`` texts say how each figure is counted; the sums shown beside
 them (ties after = before + created − removed, the placements' totals, each node's mean rate = Σ / count) let a
 reader check that the figures add up.
@@ -21,14 +21,14 @@ from django.urls import reverse
 
 from dashboard.replays.models import HistoryReplay
 from dashboard.replays.selectors import ReplaySelection
-from scheduler_core.history_replay import (
+from scheduler_core.history_replay.report import (
     CandidateDescription,
     ChangedDecision,
     Count,
     HistoryReplayReport,
     Spread,
-    candidate_description,
 )
+from scheduler_core.history_replay.scenarios import candidate_description
 from scheduler_core.units import human_rate
 
 CHART_NODES = 40

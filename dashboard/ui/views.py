@@ -19,7 +19,8 @@ from dashboard.models import NodeMode, Outcome, SchedulingCycle
 from dashboard.selectors import cycle_and_calls
 from dashboard.ui import presenters, selectors
 from dashboard.ui.shared import CycleFilterSet, explanation_lines
-from dashboard.ui.whatif import parse_what_if, recorded_scenario
+from dashboard.ui.whatif import parse_what_if
+from scheduler_core.history_replay.scenarios import recorded_scenario
 from scheduler_core.replay import RecordedInputs, compare, replay
 
 POLL_SECONDS = 5
@@ -142,10 +143,12 @@ def what_if(request: HttpRequest, pk: int) -> HttpResponse:
     view = _decision(pk)
     profiles: Mapping[str, dict[str, Any]] = selectors.profile_descriptions()
     inputs = RecordedInputs.from_records(view.filter_record, view.prioritize_record, view.filter_plugins)
-    # "Before" answers on the scale the cycle answered on, so it shows what kube-scheduler received.
+    # "Before" answers on the scale the cycle answered on, so it shows what kube-scheduler received, with the weights
+    # the cycle actually used (they win over today's configuration).
     recorded_scale = inputs.answer_scale if inputs.prioritize is not None else None
+    weights = [(p.name, p.weight) for p in inputs.prioritize.plugins] if inputs.prioritize is not None else None
     base = recorded_scenario(
-        profiles.get(view.cycle.profile), view.prioritize_record, view.filter_plugins, answer_scale=recorded_scale
+        profiles.get(view.cycle.profile), weights, view.filter_plugins, answer_scale=recorded_scale
     )
     base = dataclasses.replace(base, window_seconds=view.window_seconds)
     form = parse_what_if(request.GET, base=base, profiles=profiles)

@@ -1,8 +1,9 @@
 """The what-if form: a scenario from a configured profile, or from weights and a threshold the operator types,
 answered on the 0..10 scale the operator picks (``fixed`` or ``spread``; the cycle's own scale to begin with).
 
-The replay itself is :mod:`scheduler_core.replay`; this module only turns GET parameters into a
-:class:`~scheduler_core.replay.Scenario` and says which field is wrong when one is.
+The replay itself is :mod:`scheduler_core.replay`, and the scenario the form starts from (the cycle as recorded) is
+:func:`scheduler_core.history_replay.scenarios.recorded_scenario`, the one a history replay uses; this module only
+turns GET parameters into a :class:`~scheduler_core.replay.Scenario` and says which field is wrong when one is.
 """
 
 from __future__ import annotations
@@ -39,31 +40,6 @@ class WhatIfForm:
     profile_answer_scale: str = ""
     """The scale the profile form asked for; empty: the chosen profile's own."""
     answer_scales: tuple[str, ...] = ANSWER_SCALES
-
-
-def recorded_scenario(
-    description: Mapping[str, Any] | None,
-    prioritize_record: Mapping[str, Any] | None,
-    filters_seen: list[str],
-    *,
-    answer_scale: str | None = None,
-) -> Scenario:
-    """The recorded profile as configured now; else what the record itself says about weights and filters.
-
-    ``answer_scale``: the scale the cycle answered on (:attr:`~scheduler_core.replay.RecordedInputs.answer_scale`),
-    None when it never reached prioritize (then the profile's scale as configured now).
-    """
-    if description:
-        scenario = scenario_from_profile(description, label=f"{description.get('name', '')} (as recorded)")
-    else:
-        scenario = Scenario(filters=tuple(filters_seen), weights={}, label="as recorded")
-    if prioritize_record:
-        # The weights the cycle actually used win over today's configuration.
-        weights = {p["name"]: int(p["weight"]) for p in prioritize_record.get("plugins", [])}
-        scenario = replace(scenario, weights=weights)
-    if answer_scale:
-        scenario = replace(scenario, answer_scale=answer_scale)
-    return scenario
 
 
 def _answer_scale(params: QueryDict, errors: list[str]) -> str:

@@ -9,15 +9,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler_core.history_replay import (
-    SMALLEST_BYTES,
-    batch_key,
-    batch_of,
-    columns_from_inputs,
-    outcome_of,
-    replay_batch,
-    replay_columns,
-)
+from scheduler_core.history_replay.fast_replay import batch_key, batch_of, outcome_of, replay_batch, replay_columns
+from scheduler_core.history_replay.recorded_cycles import SMALLEST_BYTES, columns_from_inputs
 from scheduler_core.record import FilterRecord, PluginScores, PrioritizeRecord
 from scheduler_core.replay import RecordedInputs, Scenario, replay
 

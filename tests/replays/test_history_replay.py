@@ -12,7 +12,7 @@ from dashboard.models import SchedulingCycle
 from dashboard.replays.models import ReplayStatus
 from dashboard.replays.selectors import history_replay_report
 from dashboard.replays.services import ReplayRequestInvalid, history_replay_run, history_replay_start
-from scheduler_core.history_replay import CAVEATS
+from scheduler_core.history_replay.report import CAVEATS
 
 pytestmark = pytest.mark.django_db
 

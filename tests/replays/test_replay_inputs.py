@@ -10,7 +10,8 @@ import pytest
 from dashboard.models import shared_part_data
 from dashboard.replays.selectors import replay_rows
 from dashboard.storage.replay_inputs import CycleReader
-from scheduler_core.history_replay import outcome_of, recorded_cycle_from_records, replay_columns
+from scheduler_core.history_replay.fast_replay import outcome_of, replay_columns
+from scheduler_core.history_replay.recorded_cycles import recorded_cycle_from_records
 from scheduler_core.profiles import load_profiles
 from scheduler_core.replay import RecordedInputs, replay, scenario_from_profile
 from tests.replays.conftest import PROFILES

@@ -23,7 +23,7 @@ from dashboard.replays.services import history_replay_run, history_replay_start
 from dashboard.ui.middleware import POLICY
 from dashboard.ui.replay_presenters import what_if_link
 from dashboard.ui.replay_views import MAX_FORM_BYTES
-from scheduler_core.history_replay import candidate_description
+from scheduler_core.history_replay.scenarios import candidate_description
 from scheduler_core.profiles import load_profiles
 from tests.ui.recording import PROFILES, Recorder, make_pod
 

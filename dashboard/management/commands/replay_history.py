@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dashboard.replays.selectors import history_replay_report
 from dashboard.replays.services import ReplayRequestInvalid, history_replay_run, history_replay_start
-from scheduler_core.history_replay import report_lines
+from scheduler_core.history_replay.report_text import report_lines
 
 
 class Command(BaseCommand):
