@@ -5,8 +5,9 @@
 
 Reuses the other scripts: ``load.py`` (kube-scheduler-like client, floors, sustained), ``record_path.py``,
 ``dashboard.py`` (history, decision and audit API at N cycles, in a subprocess), ``verbs.py`` and
-``record_encode.py`` (in process). ``prefetch.py`` (issue 3's traffic prefetch; needs Prometheus) runs on its own
-and writes ``results-prefetch.md``.
+``record_encode.py`` (in process), ``cost_per_pod.py`` (CPU per scheduled pod of every schedlens process, issue 22;
+its own full run writes ``results-cost.md``). ``prefetch.py`` (issue 3's traffic prefetch; needs Prometheus) runs on
+its own and writes ``results-prefetch.md``.
 """
 
 from __future__ import annotations
@@ -219,7 +220,7 @@ def main() -> None:
     mode.add_argument("--full", action="store_true")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results.md")
     parser.add_argument(
-        "--skip", nargs="*", default=[], choices=["latency", "sustained", "record", "dashboard", "verbs"]
+        "--skip", nargs="*", default=[], choices=["latency", "sustained", "record", "dashboard", "verbs", "cost"]
     )
     args = parser.parse_args()
     full = args.full
@@ -396,6 +397,11 @@ def main() -> None:
             "",
         ]
 
+    if "cost" not in args.skip:
+        lines, rows = cost_section(full, flag, workdir)
+        sections += lines
+        summary += rows
+
     header = [
         "# schedlens benchmarks",
         "",
@@ -410,6 +416,67 @@ def main() -> None:
     ]
     args.out.write_text("\n".join(header + sections))
     print("\n".join(header + sections))
+
+
+COST_TARGETS = {"total": 1.5, "bind": 0.3, "round trip": 1.0}
+"""Issue 22 at 1000 nodes: CPU ms per scheduled pod (everything), CPU ms of the bind verb, filter + prioritize p50."""
+
+
+def cost_section(full: bool, flag: str, workdir: Path) -> tuple[list[str], list[list[object]]]:
+    """``cost_per_pod.py`` at 100, 1000 and 5000 nodes, as deployed (one variant), and the issue's three targets."""
+    from benchmarks import cost_per_pod
+
+    pods, concurrent = (1000, 500) if full else (300, 200)
+    results = [
+        cost_per_pod.run_size(
+            nodes,
+            [("as configured", REPO, {})],
+            pods=pods,
+            rounds=1,
+            concurrent_pods=concurrent,
+            bind_threads=BIND_THREADS,
+            workdir=workdir / "cost",
+            floor_requests=pods,
+        )
+        for nodes in (100, 1000, 5000)
+    ]
+    command = f"{PY} benchmarks/cost_per_pod.py --pods {pods} --concurrent-pods {concurrent} --floor-requests {pods}"
+    lines = [
+        "## Cost per scheduled pod (kube-scheduler's calls, every schedlens process)",
+        "",
+        f"`{command}` (run by `make bench BENCH={flag}`; the standalone run with its A/B is "
+        "[results-cost.md](results-cost.md)).",
+        "",
+        *cost_per_pod.markdown(results, command, 0.0, BIND_THREADS),
+    ]
+    at_1000 = next(r for r in results if r.nodes == 1000)
+    figures = cost_per_pod.figures(at_1000, at_1000.phases[0])
+    total, cycle = figures["total"], figures["round trip"]
+    rows: list[list[object]] = [
+        [
+            "CPU per scheduled pod, 1000 nodes, every schedlens process",
+            f"≤ {COST_TARGETS['total']} ms",
+            "≈ 4.5 ms without bind (issue 22)",
+            f"{total:.2f} ms (verbs {figures['verbs']:.2f}, bind {figures['bind']:.2f}, ingest "
+            f"{figures['ingest']:.2f})",
+            verdict(total, COST_TARGETS["total"]),
+        ],
+        [
+            "CPU of the bind verb (through the API server)",
+            f"≤ {COST_TARGETS['bind']} ms",
+            "≈ 3 ms (issue 22)",
+            f"{figures['bind']:.2f} ms",
+            verdict(figures["bind"], COST_TARGETS["bind"]),
+        ],
+        [
+            "filter + prioritize round trip p50, 1000 nodes (420 names), binds and ingest concurrent",
+            f"≤ {COST_TARGETS['round trip']} ms",
+            "not measured",
+            f"{cycle:.2f} ms",
+            verdict(cycle, COST_TARGETS["round trip"]),
+        ],
+    ]
+    return lines, rows
 
 
 def subprocess_record(cycles: int, size_cycles: int) -> dict:

@@ -13,11 +13,12 @@ Client quirk worked around: the generated client declares the Binding subresourc
 fails (``target`` is required; client 37 raises a pydantic ``ValidationError``) *after the pod
 was bound*. So every call here passes ``_preload_content=False`` and reads status and JSON itself.
 
-The Binding itself is not sent through the generated method at all: its pydantic validation, model objects and
-serialization cost more CPU than the rest of the bind verb (``benchmarks/cost_per_pod.py``). It is posted as JSON
-bytes through the same client's connection pool (its TLS settings, proxy and retries) with the headers the
+The Binding itself is not sent through the generated method: its pydantic validation, model objects and
+serialization cost about a fifth of the bind verb's CPU (the A/B in ``benchmarks/results-cost.md``). It is posted as
+JSON bytes through the same client's connection pool (its TLS settings, proxy and retries) with the headers the
 generated method sends (``Accept``, the client's default headers and cookie, and its authorization, asked for on
-every request as the generated client does, so refreshed tokens are used).
+every request as the generated client does, so refreshed tokens are used), plus ``Content-Type``. A 2xx answer is
+the bind; nothing is read back.
 """
 
 from __future__ import annotations
@@ -180,6 +181,7 @@ class KubernetesBinder:
                 return self._timed_out(throttled)
             try:
                 response = self._post(url, body, remaining)
+                status, data = read_raw(response)
             except urllib3.exceptions.SSLError as exc:  # as the generated client reports it: no HTTP answer
                 return _failure(f"could not reach the API server: {type(exc).__name__}", "no HTTP answer")
             except (urllib3.exceptions.HTTPError, OSError) as exc:
@@ -191,7 +193,6 @@ class KubernetesBinder:
                     dropped += 1
                     continue
                 return _failure(f"could not reach the API server: {_describe(exc)}", "no HTTP answer")
-            status, data = read_raw(response)
             if 200 <= status <= 299:  # 201 and a Status: bound, nothing to read back
                 return BindOutcome(error="", detail="bound", status=status)
             reason, message = _reason_and_message(str(response.reason or ""), _text(data))
