@@ -424,7 +424,7 @@ COST_TARGETS = {"total": 1.5, "bind": 0.3, "round trip": 1.0}
 
 def cost_section(full: bool, flag: str, workdir: Path) -> tuple[list[str], list[list[object]]]:
     """``cost_per_pod.py`` at 100, 1000 and 5000 nodes, as deployed (one variant), and the issue's three targets."""
-    from benchmarks import cost_per_pod
+    from benchmarks import cost_per_pod, cost_report
 
     pods, concurrent = (1000, 500) if full else (300, 200)
     results = [
@@ -447,10 +447,10 @@ def cost_section(full: bool, flag: str, workdir: Path) -> tuple[list[str], list[
         f"`{command}` (run by `make bench BENCH={flag}`; the standalone run with its A/B is "
         "[results-cost.md](results-cost.md)).",
         "",
-        *cost_per_pod.markdown(results, command, 0.0, BIND_THREADS),
+        *cost_report.markdown(results, command, 0.0, BIND_THREADS),
     ]
     at_1000 = next(r for r in results if r.nodes == 1000)
-    figures = cost_per_pod.figures(at_1000, at_1000.phases[0])
+    figures = cost_report.figures(at_1000, at_1000.phases[0])
     total, cycle = figures["total"], figures["round trip"]
     rows: list[list[object]] = [
         [

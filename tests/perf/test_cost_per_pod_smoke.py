@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks.common import REPO
-from benchmarks.cost_per_pod import Candidates, markdown, num_feasible_nodes_to_find, run_size
+from benchmarks.cost_driver import Candidates, num_feasible_nodes_to_find
+from benchmarks.cost_per_pod import run_size
+from benchmarks.cost_report import markdown
 from tests.faults.services import database_url
 
 
