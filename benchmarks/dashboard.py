@@ -64,13 +64,17 @@ def setup_django(name: str) -> None:
     django.setup()
 
 
-def record_templates(nodes: int, count: int) -> None:
-    """Real cycles through the verbs and the ingester, in both profiles, some unschedulable."""
+def record_templates(nodes: int, count: int, *, herd: bool = False) -> None:
+    """Real cycles through the verbs and the ingester, in both profiles, some unschedulable.
+
+    ``herd``: with the herd estimate on, as in production: each bind raises its node's estimate for the pods after
+    it, so the prioritize records carry herd bytes (the history replay benchmark wants them)."""
     import msgspec
 
     from dashboard.services.cycles import cycles_ingest_events
     from scheduler_core.binding import SimulatedBinder
     from scheduler_core.cluster import StaticCluster
+    from scheduler_core.herd import InMemoryBindLog
     from scheduler_core.profiles import load_profiles
     from scheduler_core.simulator import make_cluster, make_pod
     from scheduler_core.spool_codec import decode_event, encode_event
@@ -84,11 +88,21 @@ def record_templates(nodes: int, count: int) -> None:
     store = TrafficStore()
     traffic = {name: rng.uniform(1e5, 4e10) for name in synthetic.node_names[:-1]}  # the last node: no series
     store.put(TrafficSnapshot(TrafficQuery(), traffic, time.time(), "bench"))
+    binds = InMemoryBindLog(300.0)
+
+    class Inputs:
+        def for_call(self, profile: object, now: float) -> tuple[object, object]:
+            return store, binds.recent_binds(now)
+
+        def record_bind(self, *, node: str, pod: str, at: float) -> None:
+            binds.record_bind(node=node, pod=pod, at=at)
+
     extender = Extender(
         load_profiles((REPO / "deploy" / "profiles.demo.yaml").read_text()),
         cluster=StaticCluster.from_document(synthetic.document()),
         traffic=store,
         binder=SimulatedBinder(),
+        inputs=Inputs() if herd else None,  # type: ignore[arg-type]
     )
     for index in range(count):
         profile = "gpu-aware" if index % 4 == 3 else "default"

@@ -50,67 +50,6 @@ profiles:
 """
 
 
-def record_templates(nodes: int, count: int) -> None:
-    """``benchmarks/dashboard.py``'s templates (real cycles through the verbs and the ingester, both demo profiles,
-    some unschedulable), with the herd estimate on as in production: each bind raises its node's estimate for the
-    pods after it, so the prioritize records carry herd bytes."""
-    import random
-
-    import msgspec
-
-    from dashboard.services.cycles import cycles_ingest_events
-    from scheduler_core.binding import SimulatedBinder
-    from scheduler_core.cluster import StaticCluster
-    from scheduler_core.herd import InMemoryBindLog
-    from scheduler_core.profiles import load_profiles
-    from scheduler_core.simulator import make_cluster, make_pod
-    from scheduler_core.spool_codec import decode_event, encode_event
-    from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
-    from scheduler_core.traffic.store import TrafficStore
-    from scheduler_core.verbs import Extender
-    from scheduler_core.wire import encode
-
-    rng = random.Random(4)
-    synthetic = make_cluster(nodes, seed=11)
-    store = TrafficStore()
-    traffic = {name: rng.uniform(1e5, 4e10) for name in synthetic.node_names[:-1]}  # the last node: no series
-    store.put(TrafficSnapshot(TrafficQuery(), traffic, time.time(), "bench"))
-    binds = InMemoryBindLog(300.0)
-
-    class Inputs:
-        def for_call(self, profile: object, now: float) -> tuple[object, object]:
-            return store, binds.recent_binds(now)
-
-        def record_bind(self, *, node: str, pod: str, at: float) -> None:
-            binds.record_bind(node=node, pod=pod, at=at)
-
-    extender = Extender(
-        load_profiles((REPO / "deploy" / "profiles.demo.yaml").read_text()),
-        cluster=StaticCluster.from_document(synthetic.document()),
-        traffic=store,
-        binder=SimulatedBinder(),
-        inputs=Inputs(),  # type: ignore[arg-type]
-    )
-    for index in range(count):
-        profile = "gpu-aware" if index % 4 == 3 else "default"
-        pod = make_pod(rng)
-        body = encode({"Pod": pod, "Nodes": None, "NodeNames": synthetic.node_names})
-        filtered = extender.filter(profile, body)
-        events = [filtered.event]
-        passed = msgspec.json.decode(filtered.body)["NodeNames"]
-        if len(passed) > 1:
-            scored = extender.prioritize(profile, encode({"Pod": pod, "Nodes": None, "NodeNames": passed}))
-            events.append(scored.event)
-            best = max(msgspec.json.decode(scored.body), key=lambda h: h["Score"])["Host"]
-        else:
-            best = passed[0] if passed else None
-        if best is not None:
-            meta = pod["metadata"]
-            binding = {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"]}
-            events.append(extender.bind(profile, encode({**binding, "Node": best})).event)
-        cycles_ingest_events(events=[decode_event(encode_event(e)) for e in events])
-
-
 def fill(database: str, *, nodes: int, templates: int, cycles: int) -> None:
     from benchmarks import dashboard as dash
 
@@ -120,7 +59,7 @@ def fill(database: str, *, nodes: int, templates: int, cycles: int) -> None:
 
     call_command("migrate", verbosity=0)
     started = time.perf_counter()
-    record_templates(nodes, templates)
+    dash.record_templates(nodes, templates, herd=True)
     print(
         f"  recorded {templates} template cycles at {nodes} nodes in {time.perf_counter() - started:.0f} s", flush=True
     )
