@@ -24,25 +24,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 
-from benchmarks.common import REPO, p50, percentile
+from benchmarks.common import p50, parse_variant, percentile
 from benchmarks.load_client import Bodies, Run, Scheduler
 from benchmarks.load_servers import server_env
 from scheduler_core.simulator import make_cluster
 
 WARM_UP = 5
-
-
-def parse_variant(text: str) -> tuple[Path, dict[str, str]]:
-    env: dict[str, str] = {}
-    for item in filter(None, text.split(",")):
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise SystemExit(f"--variant {text!r}: expected NAME=value[,NAME=value…], got {item!r}")
-        env[name] = value
-    checkout = Path(env.pop("checkout", str(REPO))).resolve()
-    if not (checkout / "dashboard" / "gunicorn_conf.py").exists():
-        raise SystemExit(f"--variant {text!r}: {checkout} is not a schedlens checkout")
-    return checkout, env
 
 
 def main() -> None:

@@ -79,3 +79,18 @@ def migrate(url: str) -> None:
 
     env = {**os.environ, "DATABASE_URL": url, "SCHEDLENS_INGEST_IN_PROCESS": "false"}
     subprocess.run([PY, "manage.py", "migrate", "--verbosity", "0"], cwd=REPO, env=env, check=True)
+
+
+def parse_variant(text: str) -> tuple[Path, dict[str, str]]:
+    """A variant of an A/B run: ``NAME=value[,NAME=value…]`` environment for its server, where ``checkout=DIR``
+    names the schedlens checkout to run instead of this one (``benchmarks/ab.py``, ``benchmarks/cost_per_pod.py``)."""
+    env: dict[str, str] = {}
+    for item in filter(None, text.split(",")):
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"--variant {text!r}: expected NAME=value[,NAME=value…], got {item!r}")
+        env[name] = value
+    checkout = Path(env.pop("checkout", str(REPO))).resolve()
+    if not (checkout / "dashboard" / "gunicorn_conf.py").exists():
+        raise SystemExit(f"--variant {text!r}: {checkout} is not a schedlens checkout")
+    return checkout, env

@@ -59,7 +59,7 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import PY
+from benchmarks.common import PY, parse_variant
 from benchmarks.cost_measure import (
     Concurrent,
     Profiler,
@@ -69,7 +69,7 @@ from benchmarks.cost_measure import (
     measure_phases,
 )
 from benchmarks.cost_report import markdown, profile_markdown, write_results
-from benchmarks.cost_stack import DATABASE_PREFIX, Stack, parse_variant
+from benchmarks.cost_stack import DATABASE_PREFIX, Stack
 from benchmarks.load_client import BIND_THREADS
 from scheduler_core.simulator import make_cluster
 

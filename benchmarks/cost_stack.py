@@ -207,21 +207,6 @@ class KubeAPIProcess:
 # --- one schedlens: gunicorn, the ingester, a database, a spool -----------------------------------------------------
 
 
-def parse_variant(text: str) -> tuple[Path, dict[str, str]]:
-    """``NAME=value[,NAME=value...]``; ``checkout=DIR`` names the checkout to run (as ``benchmarks/ab.py``);
-    ``candidates=fixed`` makes the client send the same NodeNames for every pod (the lean benchmarks' way)."""
-    env: dict[str, str] = {}
-    for item in filter(None, text.split(",")):
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise SystemExit(f"--variant {text!r}: expected NAME=value[,NAME=value...], got {item!r}")
-        env[name] = value
-    checkout = Path(env.pop("checkout", str(REPO))).resolve()
-    if not (checkout / "dashboard" / "gunicorn_conf.py").exists():
-        raise SystemExit(f"--variant {text!r}: {checkout} is not a schedlens checkout")
-    return checkout, env
-
-
 class Stack:
     """schedlens as deployed, for one variant: gunicorn (the verbs), ``ingest_spool --follow``, its database."""
 
