@@ -14,6 +14,7 @@ from typing import Any
 from dashboard.models import Outcome, SchedulingCycle, VerbCall
 from scheduler_core.explain import Explanation, NodeExplanation, contribution, explain
 from scheduler_core.figures import TrafficFigures
+from scheduler_core.history_replay.scenarios import window_seconds_of
 from scheduler_core.units import human_bytes
 
 TRAFFIC_SCORE = "NetworkTraffic"
@@ -122,14 +123,6 @@ class Decision:
     @property
     def stale(self) -> bool:
         return self.traffic_age_seconds is not None and self.traffic_age_seconds > STALE_AFTER_SECONDS
-
-
-def window_seconds_of(profile_description: Mapping[str, Any] | None) -> int:
-    if not profile_description:
-        return DEFAULT_WINDOW_SECONDS
-    config = profile_description.get("pluginConfig", {})
-    args = config.get(TRAFFIC_SCORE) or config.get(TRAFFIC_FILTER) or {}
-    return int(args.get("timeRangeInMinutes", DEFAULT_WINDOW_SECONDS // 60)) * 60
 
 
 def build_decision(
