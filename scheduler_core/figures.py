@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from scheduler_core.answer import answer_arithmetic
 from scheduler_core.plugins.base import NEUTRAL_SCORE
+from scheduler_core.plugins.traffic import traffic_scores
 from scheduler_core.record import PluginScores, PrioritizeRecord
 from scheduler_core.units import score_text
 
@@ -214,8 +215,8 @@ def measured_leader(prioritize: PrioritizeRecord, forced: Mapping[str, str]) -> 
     if plugin is None or not plugin.applicable or not plugin.herd_bytes or not plugin.raw:
         return ""
     measured = [raw for raw in plugin.raw if raw is not None]
-    highest = max(measured, default=0.0)
-    factor = 100.0 / highest if highest > 0 else 0.0
+    scored = iter(traffic_scores(measured, max(measured, default=0.0)).tolist())
+    measured_scores = [None if raw is None else next(scored) for raw in plugin.raw]
     weights = sum(p.weight for p in prioritize.plugins if p.applicable)
     best, leader = -1.0, ""
     for i, node in enumerate(prioritize.nodes):
@@ -225,8 +226,8 @@ def measured_leader(prioritize: PrioritizeRecord, forced: Mapping[str, str]) -> 
         for p in prioritize.plugins:
             if not p.applicable:
                 continue
-            raw = plugin.raw[i]
-            score = 100.0 - raw * factor if p is plugin and raw is not None else p.scores[i]
+            measured_score = measured_scores[i]
+            score = measured_score if p is plugin and measured_score is not None else p.scores[i]
             total += score * p.weight
         final = total / weights if weights else 0.0
         if final > best + 1e-9:

@@ -29,6 +29,7 @@ import msgspec
 from scheduler_core.answer import DEFAULT_ANSWER_SCALE, answer_rule, answers, preference_tied, spread_bounds
 from scheduler_core.engine import round4
 from scheduler_core.plugins.base import NEUTRAL_SCORE
+from scheduler_core.plugins.traffic import traffic_scores
 from scheduler_core.record import NODE_CACHE, FilterRecord, PrioritizeRecord
 from scheduler_core.units import human_rate
 
@@ -377,7 +378,7 @@ def replay(inputs: RecordedInputs, scenario: Scenario) -> ReplayResult:
 
 
 def _traffic_terms(nodes: Sequence[str], traffic: _Traffic, neutral: bool) -> dict[str, float]:
-    """NetworkTraffic over ``nodes`` as the engine scores it: ``100 − (raw + herd)·(100 / max)``, the maximum over
+    """NetworkTraffic over ``nodes`` as the engine scores it (``traffic_scores`` of raw + herd), the maximum over
     the nodes' estimates, each rounded to the record's 4 decimals (the final score is a mean of recorded scores)."""
     if neutral:
         return dict.fromkeys(nodes, NEUTRAL_SCORE)
@@ -386,9 +387,9 @@ def _traffic_terms(nodes: Sequence[str], traffic: _Traffic, neutral: bool) -> di
         raw = traffic.score_raws.get(node)
         # A node without a series gets no herd bytes (the engine scores it as missing).
         estimates[node] = None if raw is None else raw + traffic.herd.get(node, 0.0)
-    highest = max((e for e in estimates.values() if e is not None), default=0.0)
-    factor = 100.0 / highest if highest > 0 else 0.0
-    values = [NEUTRAL_SCORE if e is None else 100.0 - e * factor for e in estimates.values()]
+    known = [e for e in estimates.values() if e is not None]
+    scored = iter(traffic_scores(known, max(known, default=0.0)).tolist())
+    values = [NEUTRAL_SCORE if e is None else next(scored) for e in estimates.values()]
     return dict(zip(nodes, round4(values), strict=True))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -227,8 +228,8 @@ class NetworkTraffic:
                 effective = [None if raw is None else raw + bytes_ for raw, bytes_ in pairs]
             known = [value for value in effective if value is not None]
             highest = max(known, default=0.0)
-            factor = 100.0 / highest if highest > 0 else 0.0
-            values = [missing_score if value is None else 100.0 - value * factor for value in effective]
+            scored = iter(traffic_scores(known, highest).tolist())
+            values = [missing_score if value is None else next(scored) for value in effective]
             details = ["no traffic series for node" if value is None else "" for value in effective]
         else:
             # Every node has a series: in numpy, the same IEEE operations per node as the loop above (x + herd,
@@ -237,14 +238,28 @@ class NetworkTraffic:
                 ctx.shared, ("node_bytes array", reading.snapshot.query), (raws,), partial(_floats, raws)
             )
             present = measured if extra is None else measured + extra
-            highest = float(present.max()) if count else 0.0
-            factor = 100.0 / highest if highest > 0 else 0.0
-            values = 100.0 - present * factor
+            values = traffic_scores(present, float(present.max()) if count else 0.0)
         note = reading.note
         if herd.enabled and ctx.binds.note:
             note = "; ".join(part for part in (note, ctx.binds.note) if part)
         columns = ScoreColumns(values, raws, details, herd_column, unmeasured, herd_binds, herd_newest)
         return ScoreResult(columns, note=note, metric_age_seconds=reading.age_seconds, missing_score=missing_score)
+
+
+def traffic_scores(estimates: Sequence[float] | Floats, highest: float) -> Floats:
+    """NetworkTraffic's score of each estimate: ``100 − estimate·(100 / highest)``, 100 each when ``highest`` is 0.
+
+    The one formula of the engine, the replay and the explanations. When ``highest`` is a subnormal fraction of a
+    byte (``increase()`` is fractional), ``100 / highest`` overflows to infinity and would score 0 × ∞ = NaN: the
+    ratio is taken first then, so such estimates score in proportion like any others.
+    """
+    values = np.asarray(estimates, dtype=np.float64)
+    if not highest > 0:
+        return np.full(len(values), 100.0)
+    factor = 100.0 / highest
+    if math.isfinite(factor):
+        return 100.0 - values * factor
+    return 100.0 - values / highest * 100.0
 
 
 class TrafficThreshold:

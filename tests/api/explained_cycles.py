@@ -272,6 +272,11 @@ NEAR_TIE_FIXED = replace(
     _BASE, nodes=(_plain("t-0", 4e6), _plain("t-1", 1.12e6), _plain("t-2", 1.14e6)), answer_scale="fixed", serial=-6
 )
 """Finals 0, 72 and 71.5: t-1 and t-2 both answer 7, half a point apart (answer_tie)."""
+TINY_MAXIMUM = replace(
+    _BASE, nodes=(_plain("m-0", 1e-320), _plain("m-1", 0.0), _plain("m-2", 5e-321)), answer_scale="fixed", serial=-7
+)
+"""The largest estimate is the smallest positive float (``increase()`` is fractional): ``100 / max`` overflows, yet
+the scores are 0, 100 and 50 like any other estimates in that ratio (once, a 500 for a NaN score)."""
 
 
 # --- driving the real verbs --------------------------------------------------------------------------------------

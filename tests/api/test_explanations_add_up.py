@@ -32,6 +32,7 @@ from tests.api.explained_cycles import (
     NEAR_TIE_FIXED,
     PROPERTY,
     STALE_FAIL,
+    TINY_MAXIMUM,
     Scenario,
     assert_figures_are_the_inputs,
     in_savepoint,
@@ -79,6 +80,7 @@ def describe(explanation: Mapping[str, Any]) -> None:
 @example(scenario=HALF_UP_FIXED)
 @example(scenario=HALF_UP_SPREAD)
 @example(scenario=NEAR_TIE_FIXED)
+@example(scenario=TINY_MAXIMUM)
 def test_every_score_and_answer_recomputes_from_the_why_and_cycle_json(fast_api: Any, scenario: Scenario) -> None:
     def body() -> None:
         recorded = record_cycle(scenario)
