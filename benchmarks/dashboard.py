@@ -148,7 +148,7 @@ def bulk_load(total: int, *, span_days: int) -> float:
     from django.db import connection, transaction
 
     from dashboard.models import SchedulingCycle
-    from dashboard.services.node_tallies import NodeCounts, tallies_add, tally_call
+    from dashboard.services.node_tallies import NodeCounts, tallies_add, tally_call, tally_preferred
     from dashboard.storage.call_body import body_referring_to
 
     with connection.cursor() as cursor:
@@ -180,6 +180,7 @@ def bulk_load(total: int, *, span_days: int) -> float:
         counts[cycle.id] = {}
         for call in calls:
             tally_call(counts[cycle.id], {**vars(call), "record": call.record})
+        tally_preferred(counts[cycle.id], [cycle.preferred_node])
     copies: Counter[int] = Counter()
     # Pre-render every column of every template once; only the changing ones are formatted per row.
     cycle_text = [[_copy_text(v) for v in row] for row in templates]
@@ -256,6 +257,9 @@ def bulk_load(total: int, *, span_days: int) -> float:
             total_tally.considered += tally.considered * times
             total_tally.filtered_out += tally.filtered_out * times
             total_tally.placements += tally.placements * times
+            total_tally.preferred += tally.preferred * times
+            if tally.reasons:
+                total_tally.add_reasons({key: count * times for key, count in tally.reasons.items()})
             total_tally.last_seen_at = max(filter(None, [total_tally.last_seen_at, tally.last_seen_at]), default=None)
     with transaction.atomic():
         tallies_add(added)  # as the ingester counts (the times: the templates')

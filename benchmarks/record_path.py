@@ -239,8 +239,8 @@ def run(cycles: int, size_cycles: int, database_url: str | None = None) -> Recor
     def truncate() -> None:
         with connection.cursor() as cursor:
             cursor.execute(
-                "TRUNCATE dashboard_verbcall, dashboard_schedulingcycle, dashboard_nodetally, dashboard_nodeposting "
-                "CASCADE"
+                "TRUNCATE dashboard_verbcall, dashboard_schedulingcycle, dashboard_nodetally, "
+                "dashboard_nodereasontally, dashboard_nodeposting CASCADE"
             )
 
     # Bytes as stored before packing (plain jsonb, TOAST's pglz, no binary body), on a small sample.

@@ -179,6 +179,7 @@ class NodeFilterSet(filters.FilterSet):
     min_considered = filters.NumberFilter(field_name="considered", lookup_expr="gte", **_COUNT)
     min_filtered_out = filters.NumberFilter(field_name="filtered_out", lookup_expr="gte", **_COUNT)
     min_placements = filters.NumberFilter(field_name="placements", lookup_expr="gte", **_COUNT)
+    min_preferred = filters.NumberFilter(field_name="preferred", lookup_expr="gte", **_COUNT)
     seen_after = UtcDateTimeFilter(field_name="last_seen_at", lookup_expr="gte")
     seen_before = UtcDateTimeFilter(field_name="last_seen_at", lookup_expr="lt")
 

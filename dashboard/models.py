@@ -266,6 +266,11 @@ class NodeTally(models.Model):
     considered = models.PositiveBigIntegerField(default=0, help_text="Filter calls that listed the node.")
     filtered_out = models.PositiveBigIntegerField(default=0, help_text="Filter calls that excluded it.")
     placements = models.PositiveBigIntegerField(default=0, help_text="Successful binds to it.")
+    preferred = models.PositiveBigIntegerField(
+        default=0,
+        db_default=0,  # rows written by code that predates the column (a rolling upgrade) get it too
+        help_text="Cycles whose highest-scored node it was (SchedulingCycle.preferred_node).",
+    )
     last_seen_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -273,3 +278,32 @@ class NodeTally(models.Model):
 
     def __str__(self) -> str:
         return self.node
+
+
+REASON_PLUGIN_LIMIT = 128
+REASON_LIMIT = 256
+"""Widths of ``NodeReasonTally``'s columns: longer strings are cut (``dashboard.services.sanitize.clip``), so that a
+row's key always fits one index entry."""
+
+
+class NodeReasonTally(models.Model):
+    """Why nodes were filtered out, over the retained record: filter calls that failed the node for that plugin and
+    reason, kept beside ``NodeTally`` by the same ingester, pruner and rebuild (``dashboard.services.node_tallies``).
+
+    Reasons never carry node-specific figures (those are a verdict's detail), so there are few per plugin and the
+    table stays about nodes × distinct reasons long, whatever the history's length.
+    """
+
+    node = models.CharField(max_length=253)
+    plugin = models.CharField(max_length=REASON_PLUGIN_LIMIT)
+    reason = models.CharField(max_length=REASON_LIMIT)
+    count = models.PositiveBigIntegerField(default=0, help_text="Filter calls that failed the node for this reason.")
+
+    class Meta:
+        ordering = ["node", "-count", "plugin", "reason"]
+        constraints = [
+            models.UniqueConstraint(fields=["node", "plugin", "reason"], name="nodereasontally_node_plugin_reason")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node}: {self.plugin}: {self.reason}"

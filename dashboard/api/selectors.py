@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.db.models import QuerySet
 
-from dashboard.models import NodeTally, SchedulingCycle
+from dashboard.models import NodeReasonTally, NodeTally, SchedulingCycle
 from dashboard.runtime import configured_profiles
 from dashboard.selectors import cycle_list, cycles_with_calls
 from dashboard.traffic.models import TrafficRefresh
@@ -42,6 +42,15 @@ def cycle_export_queryset() -> QuerySet[SchedulingCycle]:
 
 def node_list() -> QuerySet[NodeTally]:
     return NodeTally.objects.all()
+
+
+def node_reasons(nodes: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Why each of ``nodes`` was filtered out over the retained record, most common first: one query."""
+    found: dict[str, list[dict[str, Any]]] = {node: [] for node in nodes}
+    rows = NodeReasonTally.objects.filter(node__in=nodes).order_by("node", "-count", "plugin", "reason")
+    for node, plugin, reason, count in rows.values_list("node", "plugin", "reason", "count"):
+        found[node].append({"plugin": plugin, "reason": reason, "count": count})
+    return found
 
 
 def traffic_refresh_list() -> QuerySet[TrafficRefresh]:

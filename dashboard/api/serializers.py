@@ -10,6 +10,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from dashboard.api.exports import CALL_FIELDS
+from dashboard.api.selectors import node_reasons
 from dashboard.models import NodeTally, SchedulingCycle, VerbCall
 from dashboard.selectors import cycle_explanation
 from dashboard.traffic.models import TrafficRefresh
@@ -216,13 +217,28 @@ class WhyQuerySerializer(serializers.Serializer[Any]):
 # --- nodes, profiles, verification ------------------------------------------------------------------
 
 
+class NodeReasonSerializer(serializers.Serializer[Any]):
+    plugin = serializers.CharField()
+    reason = serializers.CharField()
+    count = serializers.IntegerField(help_text="Filter calls that failed the node for this reason.")
+
+
 class NodeSerializer(serializers.ModelSerializer[NodeTally]):
+    # context["reasons"]: the reasons of the nodes serialized, read at once (selectors.node_reasons).
+    reasons = serializers.SerializerMethodField(help_text="Why it was filtered out, most common first.")
     cycles = serializers.SerializerMethodField(help_text="The cycles that considered this node.")
 
     class Meta:
         model = NodeTally
-        fields = ["node", "considered", "filtered_out", "placements", "last_seen_at", "cycles"]
+        fields = ["node", "considered", "filtered_out", "placements", "preferred", "last_seen_at", "reasons", "cycles"]
         read_only_fields = fields
+
+    @extend_schema_field(NodeReasonSerializer(many=True))
+    def get_reasons(self, tally: NodeTally) -> list[dict[str, Any]]:
+        reasons = self.context.get("reasons")
+        if reasons is None or tally.node not in reasons:
+            reasons = node_reasons([tally.node])
+        return reasons[tally.node]
 
     def get_cycles(self, tally: NodeTally) -> str:
         path = f"{reverse('api:cycle-list')}?{urlencode({'node_considered': tally.node})}"

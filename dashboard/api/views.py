@@ -225,7 +225,7 @@ class _TieBrokenOrdering(OrderingFilter):
 
 @extend_schema_view(
     list=extend_schema(
-        summary="Nodes seen in the retained record: times considered, filtered out, placed on",
+        summary="Nodes seen in the retained record: times considered, filtered out and why, placed on, preferred",
         responses={200: NodeSerializer, **ERRORS, 404: OpenApiResponse(ErrorSerializer, description="No such page.")},
     ),
     retrieve=extend_schema(summary="One node's counts", responses={200: NodeSerializer, **ERRORS, **NOT_FOUND}),
@@ -234,14 +234,24 @@ class NodeViewSet(ReadOnlyModelViewSet[NodeTally]):
     serializer_class = NodeSerializer
     filterset_class = NodeFilterSet
     filter_backends = [DjangoFilterBackend, _TieBrokenOrdering]
-    ordering_fields = ["node", "considered", "filtered_out", "placements", "last_seen_at"]
+    ordering_fields = ["node", "considered", "filtered_out", "placements", "preferred", "last_seen_at"]
     ordering = ["node"]
     pagination_class = NodePagination
     lookup_field = "node"
     lookup_value_regex = r"[^/]+"
+    _reasons: dict[str, list[dict[str, Any]]] | None = None
 
     def get_queryset(self) -> QuerySet[NodeTally]:
         return selectors.node_list()
+
+    def paginate_queryset(self, queryset: QuerySet[NodeTally]) -> list[NodeTally] | None:  # type: ignore[override]
+        page = super().paginate_queryset(queryset)
+        if page is not None:  # the page's reasons in one query, not one per node
+            self._reasons = selectors.node_reasons([tally.node for tally in page])
+        return page
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        return {**super().get_serializer_context(), "reasons": self._reasons}
 
 
 @extend_schema_view(

@@ -4,8 +4,8 @@
 Building a batch's calls (decompressing and decoding records, building their bodies: ``new_calls``) takes most of
 the ingester's Python time, and a thread cannot run it beside the writing: both need the GIL. In a second process
 the two halves run on two cores. What comes back is small to hand over: bodies and filter references are bytes,
-and each node list travels as one string, received as the same list object when it repeats (a candidate list
-does, from pod to pod).
+each node list travels as one string, received as the same list object when it repeats (a candidate list does,
+from pod to pod), and a filter's failures (the node counts' reasons) once per batch however many calls share them.
 
 Nothing changes for the records: batches are handed over in spool order, each built by one process (which keeps
 the recent filters a prioritize body refers to), and rows leave the spool only after their batch committed.

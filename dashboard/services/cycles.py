@@ -216,7 +216,16 @@ class _Fold:
     new_cycles: list[SchedulingCycle] = field(default_factory=list)
     touched: dict[int, SchedulingCycle] = field(default_factory=dict)
     """Stored cycles a new call joined (by id): their summary columns are written again."""
+    preferred_before: dict[int, str] = field(default_factory=dict)
+    """Their preferred node as stored, before the batch re-derived it (node counts)."""
     joined: list[tuple[SchedulingCycle, _Call]] = field(default_factory=list)
+
+    def count_preferred(self, tallies: BatchTallies) -> None:
+        """The cycles' preferred nodes into the node counts: each new cycle's, and each stored one's change."""
+        for cycle in self.new_cycles:
+            tallies.prefer("", cycle.preferred_node)
+        for pk, cycle in self.touched.items():
+            tallies.prefer(self.preferred_before[pk], cycle.preferred_node)
 
 
 def cycles_ingest_events(*, events: Iterable[VerbEvent]) -> int:
@@ -247,6 +256,7 @@ def ingest_calls(calls: Sequence[NewCall]) -> int:
         insert_cycles(fold.new_cycles)  # before the calls that point at them
         shared_parts_upsert([call for call in fresh if call.shared_part is not None])
         rows, tallies = _sealed_rows(fold, chain)
+        fold.count_preferred(tallies)
         insert_calls(rows)
         if fold.touched:
             SchedulingCycle.objects.bulk_update(list(fold.touched.values()), SUMMARY_FIELDS)
@@ -295,8 +305,9 @@ def _fold(fresh: Sequence[NewCall], *, postgres: bool) -> _Fold:
             )
             batch.open(cycle)
             fold.new_cycles.append(cycle)
-        elif cycle.pk is not None:
+        elif cycle.pk is not None and cycle.pk not in fold.touched:
             fold.touched[cycle.pk] = cycle
+            fold.preferred_before[cycle.pk] = cycle.preferred_node
         if new.pod_name and not cycle.pod_name:
             cycle.pod_namespace, cycle.pod_name = new.pod_namespace, new.pod_name
         call = _Call(new.summary, new=new)

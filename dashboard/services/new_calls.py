@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -255,8 +255,9 @@ class NewCall:
     body: bytes | None
     record_json: Any = None
     response_json: Any = None
-    failed: Sequence[str] = ()
-    """A filter's failed nodes (node counts)."""
+    failures: Mapping[str, Mapping[str, str]] | None = None
+    """A filter's failed nodes → {plugin: reason} (node counts, ``node_tallies``): the record's own object, shared
+    from call to call when the outcome repeats (the spool's reader hands the same one on), never mutated."""
     filter_reference: FilterReference | None = None
     """A filter's: what a later prioritize of its cycle may refer to."""
     refers_to: str = ""
@@ -268,18 +269,18 @@ class NewCall:
     """A filter's shared part (``dashboard.storage.shared_parts``), stored with the first call that refers to it."""
 
     def __getstate__(self) -> tuple[Any, ...]:  # to the ingester from its builder process
-        state = _state_out(self, "failed")
-        if self.filter_reference is not None and self.body is not None:
-            # As large as the filter's per-node data, and needed only when a prioritize of the batch referred to
-            # another filter: the fold makes it again from the body then (``dashboard.services.cycles``), as for a
-            # stored filter.
-            state = tuple(
-                None if name == "filter_reference" else value for name, value in zip(self.__slots__, state, strict=True)
-            )
-        return state
+        # The failures go as they are: a batch's calls are pickled together, so a mapping that repeats from call to
+        # call is written once and received as one object again. A filter's reference is as large as its per-node
+        # data, and needed only when a prioritize of the batch referred to another filter: the fold makes it again
+        # from the body then (``dashboard.services.cycles``), as for a stored filter.
+        drop_reference = self.filter_reference is not None and self.body is not None
+        return tuple(
+            None if drop_reference and name == "filter_reference" else getattr(self, name) for name in self.__slots__
+        )
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
-        _state_in(self, state, "failed")
+        for name, value in zip(self.__slots__, state, strict=True):
+            setattr(self, name, value)
 
     @classmethod
     def of(cls, event: VerbEvent, *, reference: FilterReference | None = None, source: bytes | None = None) -> NewCall:
@@ -307,7 +308,7 @@ class NewCall:
             call.record_json = pack(record_of(event))
             call.response_json = pack(msgspec.json.decode(answer_of(event)))
         if event.filter is not None:
-            call.failed = list(event.filter.failures)
+            call.failures = event.filter.failures
             call.shared_part = encoded.shared_part if encoded is not None else None
             if event.http_status == 200:
                 call.filter_reference = (

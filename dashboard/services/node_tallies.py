@@ -1,31 +1,49 @@
-"""Per-node counts over the retained calls (``NodeTally``), so that listing nodes is one indexed read.
+"""Per-node counts over the retained record (``NodeTally``, ``NodeReasonTally``), so that listing nodes, and why
+they were filtered out, is one indexed read each.
 
 A call adds to the counts when it is chained (``audit_chain``), and the same function takes it off again when it
 is pruned (``retention``): the counts always cover exactly the calls the database still holds. Only answered
-filters and binds count: a filter's candidates were *considered* and its failed nodes *filtered out*; a
-successful bind is a *placement*.
+filters and binds count: a filter's candidates were *considered*, its failed nodes *filtered out*, each for the
+reasons its plugins gave (one count per node, plugin and reason); a successful bind is a *placement*.
+
+*Preferred* counts cycles, not calls: a cycle's highest-scored node (``SchedulingCycle.preferred_node``) is derived
+from its calls together, and re-derived when a late call joins it. The ingester adds each new cycle's and moves each
+re-derived one's (:meth:`BatchTallies.prefer`), the pruner takes off the deleted cycles' (:func:`tally_preferred`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import Count, F
 from django.db.models.functions import Greatest
 
-from dashboard.models import NodeTally, VerbCall, shared_part_data
+from dashboard.models import (
+    REASON_LIMIT,
+    REASON_PLUGIN_LIMIT,
+    NodeReasonTally,
+    NodeTally,
+    SchedulingCycle,
+    VerbCall,
+    shared_part_data,
+)
 from dashboard.services.bulk_upsert import copy_upsert
 from dashboard.services.chain_lock import lock_chain
+from dashboard.services.sanitize import clip
 from dashboard.storage.call_body import body_read
 
 if TYPE_CHECKING:
     from dashboard.services.new_calls import NewCall
+
+
+Reasons = dict[tuple[str, str], int]
+"""(plugin, reason) → how many filter calls failed a node for it (a plain dict: a batch makes one per failed node)."""
 
 
 @dataclass(slots=True)
@@ -34,6 +52,37 @@ class NodeCounts:
     filtered_out: int = 0
     placements: int = 0
     last_seen_at: datetime | None = None
+    preferred: int = 0
+    """Cycles preferring the node; in a batch's counts, the change (a re-derived cycle may move it: negative)."""
+    reasons: Reasons | None = None
+    """Why the node was filtered out (None: it never was)."""
+
+    def count_reasons(self, verdicts: Mapping[str, str]) -> None:
+        """Count a filter's verdicts on the node, {plugin: reason}."""
+        if self.reasons is None:
+            self.reasons = {}
+        _count_reasons(self.reasons, verdicts, 1)
+
+    def add_reasons(self, more: Reasons) -> None:
+        reasons = self.reasons
+        if reasons is None:
+            self.reasons = dict(more)
+            return
+        for key, count in more.items():
+            reasons[key] = reasons.get(key, 0) + count
+
+
+def reason_key(plugin: str, reason: str) -> tuple[str, str]:
+    """A failure's key in ``NodeReasonTally``: cut to the columns' widths, as every writer and the rebuild cut it."""
+    return clip(plugin, REASON_PLUGIN_LIMIT), clip(reason, REASON_LIMIT)
+
+
+def _count_reasons(reasons: Reasons, verdicts: Mapping[str, str], times: int) -> None:
+    for plugin, reason in verdicts.items():
+        key = (plugin, reason)
+        if len(plugin) > REASON_PLUGIN_LIMIT or len(reason) > REASON_LIMIT:
+            key = reason_key(plugin, reason)
+        reasons[key] = reasons.get(key, 0) + times
 
 
 def _record_of_row(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -47,20 +96,24 @@ def _record_of_row(values: Mapping[str, Any]) -> dict[str, Any]:
 
 def tally_call(tallies: dict[str, NodeCounts], values: Mapping[str, Any]) -> None:
     """What one call adds to the per-node counts (the same function undoes it when pruning)."""
-    if values["http_status"] != 200:
-        return
+    verb = values["verb"]
+    if values["http_status"] != 200 or verb not in {"filter", "bind"}:
+        return  # not decoded: nothing else counts
     record = _record_of_row(values)
     touched: list[str] = []
-    if values["verb"] == "filter":
+    if verb == "filter":
         touched = record.get("nodes", [])
         for node in touched:  # not setdefault: a NodeCounts is made for a node not seen yet, not for every node
             tally = tallies.get(node)
             if tally is None:
                 tally = tallies[node] = NodeCounts()
             tally.considered += 1
-        for node in record.get("failures", {}):
-            tallies.setdefault(node, NodeCounts()).filtered_out += 1
-    elif values["verb"] == "bind" and not values["error"] and record.get("node"):
+        failures: Mapping[str, Mapping[str, str]] = record.get("failures", {})
+        for node, verdicts in failures.items():
+            tally = tallies.setdefault(node, NodeCounts())
+            tally.filtered_out += 1
+            tally.count_reasons(verdicts)
+    elif not values["error"] and record.get("node"):
         tallies.setdefault(record["node"], NodeCounts()).placements += 1
         touched = [record["node"]]
     at = values["started_at"]
@@ -70,80 +123,144 @@ def tally_call(tallies: dict[str, NodeCounts], values: Mapping[str, Any]) -> Non
             tally.last_seen_at = at
 
 
+def tally_preferred(tallies: dict[str, NodeCounts], preferred_nodes: Iterable[str]) -> None:
+    """What cycles (their ``preferred_node``s, "" none) add to the per-node counts (the pruner subtracts it)."""
+    for node in preferred_nodes:
+        if node:
+            tallies.setdefault(node, NodeCounts()).preferred += 1
+
+
 def tallies_merge(into: dict[str, NodeCounts], more: Mapping[str, NodeCounts]) -> None:
-    """Add ``more`` to ``into``: the sums of the counts, the later of the two last-seen times."""
+    """Add ``more`` to ``into``: the sums of the counts, the later of the two last-seen times. The reason counts of a
+    node new to ``into`` are taken over, not copied (a batch's, a thousand nodes each): ``more`` is not used after."""
     for node, counts in more.items():
         tally = into.get(node)
         if tally is None:
-            into[node] = NodeCounts(counts.considered, counts.filtered_out, counts.placements, counts.last_seen_at)
+            into[node] = NodeCounts(
+                counts.considered,
+                counts.filtered_out,
+                counts.placements,
+                counts.last_seen_at,
+                counts.preferred,
+                counts.reasons,
+            )
             continue
         tally.considered += counts.considered
         tally.filtered_out += counts.filtered_out
         tally.placements += counts.placements
+        tally.preferred += counts.preferred
+        if counts.reasons:
+            tally.add_reasons(counts.reasons)
         seen = counts.last_seen_at
         if seen is not None and (tally.last_seen_at is None or seen > tally.last_seen_at):
             tally.last_seen_at = seen
 
 
+def _upsert(table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], conflict: str) -> None:
+    """Insert ``rows`` or update on ``conflict`` (PostgreSQL: through COPY; SQLite: per chunk of rows)."""
+    if not rows:
+        return
+    if connection.vendor == "postgresql":
+        copy_upsert(table, columns, rows, conflict)
+        return
+    q = connection.ops.quote_name
+    per_statement = max(1, (connection.features.max_query_params or 999) // len(columns))
+    placeholders = f"({', '.join(['%s'] * len(columns))})"
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), per_statement):
+            chunk = rows[start : start + per_statement]
+            params = [
+                connection.ops.adapt_datetimefield_value(v) if isinstance(v, datetime) else v for r in chunk for v in r
+            ]
+            # Identifiers come from the model, every value is a parameter.
+            sql = (
+                f"INSERT INTO {q(table)} ({', '.join(q(c) for c in columns)}) "  # noqa: S608
+                f"VALUES {', '.join([placeholders] * len(chunk))} {conflict}"
+            )
+            cursor.execute(sql, params)
+
+
 def tallies_add(tallies: Mapping[str, NodeCounts]) -> None:
-    """One upsert of every node's counts (PostgreSQL: through COPY; SQLite: per chunk of nodes)."""
+    """One upsert of every node's counts, and one of their reasons (a cycle's preference moved away from a node,
+    rare, is one more update)."""
     if not tallies:
         return
     q = connection.ops.quote_name
     table = q(NodeTally._meta.db_table)
     node, seen = q("node"), q("last_seen_at")
-    counters = [q(name) for name in ("considered", "filtered_out", "placements")]
+    counters = [q(name) for name in ("considered", "filtered_out", "placements", "preferred")]
     updates = ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in counters)
     newest = (
         f"{seen} = CASE WHEN {table}.{seen} IS NULL OR excluded.{seen} > {table}.{seen} "
         f"THEN excluded.{seen} ELSE {table}.{seen} END"
     )
     items = sorted(tallies.items())
-    if connection.vendor == "postgresql":
-        copy_upsert(
-            NodeTally._meta.db_table,
-            ["node", "considered", "filtered_out", "placements", "last_seen_at"],
-            ((n, t.considered, t.filtered_out, t.placements, t.last_seen_at) for n, t in items),
-            f"ON CONFLICT ({node}) DO UPDATE SET {updates}, {newest}",
-        )
-        return
-    per_statement = max(1, (connection.features.max_query_params or 999) // 5)
-    with connection.cursor() as cursor:
-        for start in range(0, len(items), per_statement):
-            chunk = items[start : start + per_statement]
-            rows = ", ".join(["(%s, %s, %s, %s, %s)"] * len(chunk))
-            params: list[Any] = []
-            for name, tally in chunk:
-                seen_at = connection.ops.adapt_datetimefield_value(tally.last_seen_at)
-                params += [name, tally.considered, tally.filtered_out, tally.placements, seen_at]
-            # Identifiers come from the model, every value is a parameter.
-            sql = (
-                f"INSERT INTO {table} ({node}, {', '.join(counters)}, {seen}) VALUES {rows} "  # noqa: S608
-                f"ON CONFLICT ({node}) DO UPDATE SET {updates}, {newest}"
-            )
-            cursor.execute(sql, params)
+    _upsert(
+        NodeTally._meta.db_table,
+        ["node", "considered", "filtered_out", "placements", "preferred", "last_seen_at"],
+        [(n, t.considered, t.filtered_out, t.placements, max(t.preferred, 0), t.last_seen_at) for n, t in items],
+        f"ON CONFLICT ({node}) DO UPDATE SET {updates}, {newest}",
+    )
+    # A stored cycle whose preference a late call moved: never below zero, never an insert (the node was counted).
+    for name, tally in items:
+        if tally.preferred < 0:
+            NodeTally.objects.filter(node=name).update(preferred=Greatest(F("preferred") + tally.preferred, 0))
+    reasons = q(NodeReasonTally._meta.db_table)
+    _upsert(
+        NodeReasonTally._meta.db_table,
+        ["node", "plugin", "reason", "count"],
+        [(n, plugin, reason, count) for n, t in items if t.reasons for (plugin, reason), count in t.reasons.items()],
+        f"ON CONFLICT ({node}, {q('plugin')}, {q('reason')}) DO UPDATE SET {q('count')} = {reasons}.{q('count')} "
+        f"+ excluded.{q('count')}",
+    )
 
 
 def tallies_subtract(tallies: Mapping[str, NodeCounts]) -> None:
-    """Take pruned calls' counts off (never below zero), and drop the nodes no retained call counts any more."""
+    """Take pruned calls' (and cycles') counts off, never below zero, and drop the nodes and reasons no retained
+    record counts any more."""
     for name, tally in sorted(tallies.items()):
         NodeTally.objects.filter(node=name).update(
             considered=Greatest(F("considered") - tally.considered, 0),
             filtered_out=Greatest(F("filtered_out") - tally.filtered_out, 0),
             placements=Greatest(F("placements") - tally.placements, 0),
+            preferred=Greatest(F("preferred") - tally.preferred, 0),
         )
-    NodeTally.objects.filter(considered=0, filtered_out=0, placements=0).delete()
+    NodeTally.objects.filter(considered=0, filtered_out=0, placements=0, preferred=0).delete()
+    rows = [(n, p, r, c) for n, t in sorted(tallies.items()) if t.reasons for (p, r), c in sorted(t.reasons.items())]
+    if not rows:
+        return
+    if connection.vendor == "postgresql":
+        columns = list(zip(*rows, strict=True))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {NodeReasonTally._meta.db_table} AS t SET count = GREATEST(t.count - v.n, 0) "  # noqa: S608
+                "FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[]) AS v(node, plugin, reason, n) "
+                "WHERE t.node = v.node AND t.plugin = v.plugin AND t.reason = v.reason",
+                [list(column) for column in columns],
+            )
+    else:
+        for name, plugin, reason, count in rows:
+            NodeReasonTally.objects.filter(node=name, plugin=plugin, reason=reason).update(
+                count=Greatest(F("count") - count, 0)
+            )
+    NodeReasonTally.objects.filter(count=0).delete()
 
 
 def node_tallies_rebuild() -> int:
-    """Recount every node from the retained calls (after a restore, or if the counts are ever doubted)."""
+    """Recount every node from the retained record (after a restore, or if the counts are ever doubted)."""
     tallies: dict[str, NodeCounts] = {}
     fields = ("verb", "http_status", "error", "record_json", "body", "started_at")
     with transaction.atomic():
         lock_chain()
         for values in VerbCall.objects.filter(verb__in=["filter", "bind"]).values(*fields).iterator(2000):
             tally_call(tallies, values)
+        preferred = (
+            SchedulingCycle.objects.exclude(preferred_node="").values_list("preferred_node").annotate(Count("id"))
+        )
+        for name, cycles in preferred:
+            tallies.setdefault(name, NodeCounts()).preferred = cycles
         NodeTally.objects.all().delete()
+        NodeReasonTally.objects.all().delete()
         tallies_add(tallies)
     return len(tallies)
 
@@ -152,21 +269,27 @@ def node_tallies_rebuild() -> int:
 class BatchTallies:
     """Per-node counts of an ingest batch's new calls, as :func:`tally_call` counts them, a distinct list at a time.
 
-    Most filters of a batch list the same candidates (a cluster's nodes, pod after pod), so a list is counted once
-    with how many calls listed it, and only :meth:`counts` walks its names. Lists are told apart by identity, not
-    content: the same candidate list or outcome is one object from call to call (the spool's reader and the
-    hand-over from a builder process share them), and a copy with the same names only adds another entry that counts
-    the same nodes, so no tuple of every name is built and hashed per call.
+    Most filters of a batch list the same candidates (a cluster's nodes, pod after pod), and fail the same nodes for
+    the same reasons, so a list (or a filter's failures) is counted once with how many calls had it, and only
+    :meth:`counts` walks it. They are told apart by identity, not content: the same candidate list or outcome is one
+    object from call to call (the spool's reader and the hand-over from a builder process share them), and a copy
+    with the same names only adds another entry that counts the same nodes, so no tuple of every name is built and
+    hashed per call.
     """
 
     considered: Counter[int] = field(default_factory=Counter)
     """Candidate list (by ``id``) → how many filter calls listed it."""
     filtered_out: Counter[int] = field(default_factory=Counter)
+    """A filter's failures, {node: {plugin: reason}} (by ``id``) → how many filter calls had them."""
     placements: Counter[str] = field(default_factory=Counter)
+    preferred: Counter[str] = field(default_factory=Counter)
+    """The change in cycles preferring each node (:meth:`prefer`)."""
     seen: dict[int | str, datetime] = field(default_factory=dict)
     """Candidate lists (by ``id``) and single bound nodes → the latest time they were seen, in the order last seen."""
     lists: dict[int, Sequence[str]] = field(default_factory=dict)
     """The lists counted, held so that their ids stay theirs."""
+    failures: dict[int, Mapping[str, Mapping[str, str]]] = field(default_factory=dict)
+    """The failures counted, held likewise."""
 
     def _key(self, names: Sequence[str]) -> int:
         self.lists[id(names)] = names
@@ -178,13 +301,23 @@ class BatchTallies:
         if call.verb == "filter" and call.summary.has_record:
             nodes = self._key(call.summary.nodes)
             self.considered[nodes] += 1
-            self.filtered_out[self._key(call.failed)] += 1
+            if call.failures:
+                self.failures[id(call.failures)] = call.failures
+                self.filtered_out[id(call.failures)] += 1
             self.seen.pop(nodes, None)
             self.seen[nodes] = call.at  # calls come in time order: the latest wins
         elif call.verb == "bind" and not call.error and call.summary.bind_node:
             self.placements[call.summary.bind_node] += 1
             self.seen.pop(call.summary.bind_node, None)
             self.seen[call.summary.bind_node] = call.at
+
+    def prefer(self, before: str, after: str) -> None:
+        """A cycle of the batch preferred ``before`` ("" none, or a new cycle) and now prefers ``after``."""
+        if before != after:
+            if before:
+                self.preferred[before] -= 1
+            if after:
+                self.preferred[after] += 1
 
     def counts(self) -> dict[str, NodeCounts]:
         considered: Counter[str] = Counter()
@@ -195,22 +328,35 @@ class BatchTallies:
                 for name in self.lists[key]:
                     considered[name] += times
         filtered_out: Counter[str] = Counter()
+        reasons: dict[str, Reasons] = {}
         for key, times in self.filtered_out.items():
-            for name in self.lists[key]:
+            for name, verdicts in self.failures[key].items():
                 filtered_out[name] += times
+                node_reasons = reasons.get(name)
+                if node_reasons is None:
+                    node_reasons = reasons[name] = {}
+                _count_reasons(node_reasons, verdicts, times)
         last_seen: dict[str, datetime] = {}
         for seen, at in self.seen.items():  # oldest first: the latest time of each node wins
             names = (seen,) if isinstance(seen, str) else self.lists[seen]
             last_seen.update(zip(names, repeat(at)))
-        return self._merged(considered, filtered_out, last_seen)
+        counts = self._merged(considered, filtered_out, last_seen)
+        for name, node_reasons in reasons.items():
+            counts[name].reasons = node_reasons
+        return counts
 
     def _merged(
         self, considered: Counter[str], filtered_out: Counter[str], last_seen: dict[str, datetime]
     ) -> dict[str, NodeCounts]:
-        names = set(considered) | set(filtered_out) | set(self.placements)
+        preferred = {name: change for name, change in self.preferred.items() if change}
+        names = set(considered) | set(filtered_out) | set(self.placements) | set(preferred)
         return {
             name: NodeCounts(
-                considered.get(name, 0), filtered_out.get(name, 0), self.placements.get(name, 0), last_seen.get(name)
+                considered.get(name, 0),
+                filtered_out.get(name, 0),
+                self.placements.get(name, 0),
+                last_seen.get(name),
+                preferred.get(name, 0),
             )
             for name in names
         }

@@ -2,7 +2,8 @@
 
 A prune verifies the stretch of chain it is about to delete (evidence that does not verify is never deleted),
 deletes it, and leaves an ``AuditCheckpoint`` with its last link, from which ``audit_chain_verify`` resumes.
-The per-node counts lose what the deleted calls had added, and shared parts no remaining call can refer to go too.
+The per-node counts lose what the deleted calls and cycles had added, and shared parts no remaining call can refer
+to go too.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from django.utils import timezone
 from dashboard.models import AuditCheckpoint, SchedulingCycle, SharedPart, VerbCall
 from dashboard.services.audit_chain import GENESIS, ChainReport, ChainWalk, chain_walk, latest_checkpoint
 from dashboard.services.chain_lock import lock_chain
-from dashboard.services.node_tallies import NodeCounts, tallies_subtract
+from dashboard.services.node_tallies import NodeCounts, tallies_subtract, tally_preferred
 
 
 class AuditChainBrokenError(Exception):
@@ -84,7 +85,9 @@ def cycles_prune(*, older_than: datetime, dry_run: bool = False, batch_size: int
         calls_deleted, _ = VerbCall.objects.filter(id__lt=boundary).delete()
         cycles_deleted = 0
         doomed = SchedulingCycle.objects.filter(started_at__lt=older_than, calls__isnull=True)
-        while ids := list(doomed.values_list("id", flat=True)[:batch_size]):
+        while found := list(doomed.values_list("id", "preferred_node")[:batch_size]):
+            tally_preferred(removed, (preferred for _, preferred in found))
+            ids = [cycle_id for cycle_id, _ in found]
             cycles_deleted += SchedulingCycle.objects.filter(id__in=ids).delete()[1].get(SchedulingCycle._meta.label, 0)
         if walk.last_id is not None:
             AuditCheckpoint.objects.create(

@@ -1,4 +1,5 @@
-"""Reads for the dashboard pages. Every query here is bounded: keyset pages, the latest N rows, no COUNT(*).
+"""Reads for the dashboard pages (the nodes page's are in ``node_selectors``). Every query here is bounded: keyset
+pages, the latest N rows, no COUNT(*).
 
 The history is ordered by the ``cycle_newest`` index (-started_at, -id); a page is "the next ``limit`` rows
 before this (started_at, id)", which PostgreSQL answers with an index range scan at any depth.
@@ -9,15 +10,15 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from dashboard.models import NodeTally, SchedulingCycle, VerbCall, call_data, shared_part_data
+from dashboard.models import SchedulingCycle, VerbCall, call_data, shared_part_data
 from dashboard.runtime import configured_profiles, running_runtime
 
 PAGE_SIZE = 50
@@ -101,138 +102,9 @@ def history_newer(
     return list(queryset.only(*HISTORY_COLUMNS).filter(id__gt=after_id).order_by("-started_at", "-id")[:limit])
 
 
-# --- nodes ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class NodeStats:
-    name: str
-    considered: int = 0
-    placements: int = 0
-    preferred: int = 0
-    filtered: int = 0
-    reasons: Counter[str] = field(default_factory=Counter)
-    missing_series: int = 0
-    """Cycles in which the node had no traffic series while others had one."""
-    absent_from_refresh: bool = False
-    """Missing from the latest traffic refresh snapshot that matched other nodes."""
-    total_placements: int | None = None
-    total_considered: int | None = None
-    total_filtered: int | None = None
-    """All-time counts over the retained record (``NodeTally``), when the ingester keeps them."""
-    traffic: list[tuple[datetime, float | None]] = field(default_factory=list)
-    """(when, received bytes over the window) oldest first."""
-
-    @property
-    def latest_bytes(self) -> float | None:
-        return next((value for _, value in reversed(self.traffic) if value is not None), None)
-
-    @property
-    def filtered_share(self) -> float:
-        return self.filtered / self.considered if self.considered else 0.0
-
-    @property
-    def top_reasons(self) -> list[tuple[str, int]]:
-        return self.reasons.most_common(3)
-
-    @property
-    def reason_counts(self) -> list[tuple[str, int]]:
-        """Every reason, most common first (a template cannot call ``reasons.most_common``: looking ``most_common`` up
-        in the Counter first finds its count, 0)."""
-        return self.reasons.most_common()
-
-    @property
-    def unmatched(self) -> bool:
-        return self.absent_from_refresh or (self.missing_series > 0 and self.latest_bytes is None)
-
-
-@dataclass(frozen=True, slots=True)
-class NodesReport:
-    nodes: list[NodeStats]
-    cycles: int
-    since: datetime | None
-    source: str
-    """Where traffic over time came from (recorded cycles, or the traffic app's refresh snapshots)."""
-
-
-def _stored_filter_record(body: bytes | None, record_json: Any) -> dict[str, Any]:
+def stored_filter_record(body: bytes | None, record_json: Any) -> dict[str, Any]:
     """A filter call's record from its stored columns (a filter's body refers to no other call)."""
     return call_data(body, record_json, None, filter_records=lambda _event_id: None, shared_parts=shared_part_data)[0]
-
-
-def nodes_report(*, recent_cycles: int = 200) -> NodesReport:
-    """Per node over the latest ``recent_cycles`` cycles: placements, exclusions and why, recorded traffic."""
-    cycles = list(
-        SchedulingCycle.objects.order_by("-started_at", "-id").values_list(
-            "id", "chosen_node", "preferred_node", "started_at"
-        )[:recent_cycles]
-    )
-    stats: dict[str, NodeStats] = {}
-
-    def node(name: str) -> NodeStats:
-        if name not in stats:
-            stats[name] = NodeStats(name)
-        return stats[name]
-
-    for _, chosen, preferred, _ in cycles:
-        if chosen:
-            node(chosen).placements += 1
-        if preferred:
-            node(preferred).preferred += 1
-    calls = VerbCall.objects.filter(cycle_id__in=[c[0] for c in cycles], verb="filter").order_by("started_at")
-    for started_at, body, record_json in calls.values_list("started_at", "body", "record_json"):
-        record = _stored_filter_record(body, record_json)
-        names: list[str] = record.get("nodes", [])
-        failures: dict[str, dict[str, str]] = record.get("failures", {})
-        traffic: list[float | None] = record.get("traffic_bytes", [])
-        for index, name in enumerate(names):
-            entry = node(name)
-            entry.considered += 1
-            if name in failures:
-                entry.filtered += 1
-                entry.reasons.update(f"{plugin}: {reason}" for plugin, reason in failures[name].items())
-            if traffic:
-                value = traffic[index] if index < len(traffic) else None
-                entry.traffic.append((started_at, value))
-                if value is None:
-                    entry.missing_series += 1
-    source = "recorded filter calls"
-    if _refresh_traffic(stats):
-        source = "traffic refresh snapshots"
-    _add_tallies(stats)
-    ordered = sorted(stats.values(), key=lambda s: (-s.placements, -s.considered, s.name))
-    since = cycles[-1][3] if cycles else None
-    return NodesReport(ordered, len(cycles), since, source)
-
-
-def _refresh_traffic(stats: dict[str, NodeStats], *, since: timedelta = timedelta(hours=6)) -> bool:
-    """Traffic over time from the prefetch's sampled refreshes, when they exist; True when they replaced it."""
-    from dashboard.traffic.models import TrafficRefresh
-    from dashboard.traffic.selectors import traffic_history
-
-    latest = (
-        TrafficRefresh.objects.filter(bytes_by_node__isnull=False, error="")
-        .order_by("-started_at", "-id")
-        .values_list("query_key", "bytes_by_node")
-        .first()
-    )
-    if latest is None or not stats:
-        return False
-    key, newest = latest
-    history = traffic_history(query_key=key, since=timezone.now() - since)
-    for entry in stats.values():
-        entry.traffic = [(at, values.get(entry.name)) for at, values in history]
-        entry.absent_from_refresh = bool(newest) and entry.name not in newest
-    return True
-
-
-def _add_tallies(stats: dict[str, NodeStats]) -> None:
-    rows = NodeTally.objects.filter(node__in=list(stats)).values_list(
-        "node", "placements", "considered", "filtered_out"
-    )
-    for node, placements, considered, filtered in rows:
-        entry = stats[node]
-        entry.total_placements, entry.total_considered, entry.total_filtered = placements, considered, filtered
 
 
 # --- health --------------------------------------------------------------------------------------------
@@ -262,7 +134,8 @@ RECENT_CALLS_WINDOW = 20_000
 walk the whole table looking for its latest 500."""
 
 
-def _recent_calls() -> QuerySet[VerbCall]:
+def recent_calls() -> QuerySet[VerbCall]:
+    """The newest ``RECENT_CALLS_WINDOW`` calls by id."""
     newest = VerbCall.objects.order_by("-id").values_list("id", flat=True).first() or 0
     return VerbCall.objects.filter(id__gt=newest - RECENT_CALLS_WINDOW)
 
@@ -270,7 +143,7 @@ def _recent_calls() -> QuerySet[VerbCall]:
 def verb_health(*, recent: int = 500) -> list[VerbHealth]:
     """Latency percentiles and errors over each verb's latest ``recent`` calls (among the newest 20,000)."""
     report = []
-    window = _recent_calls()
+    window = recent_calls()
     for verb in VERBS:
         rows = list(
             window.filter(verb=verb)
@@ -306,14 +179,14 @@ class RecordedTraffic:
 
 
 def recorded_traffic(*, recent: int = 200) -> list[RecordedTraffic]:
-    rows = _recent_calls().filter(verb="filter", http_status=200).order_by("-id")
+    rows = recent_calls().filter(verb="filter", http_status=200).order_by("-id")
     seen: dict[str, RecordedTraffic] = {}
     for profile, at, body, record_json in rows.values_list("cycle__profile", "started_at", "body", "record_json")[
         :recent
     ]:
         if profile in seen:
             continue
-        record = _stored_filter_record(body, record_json)
+        record = stored_filter_record(body, record_json)
         traffic: list[Any] = record.get("traffic_bytes", [])
         seen[profile] = RecordedTraffic(
             profile=profile,

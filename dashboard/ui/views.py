@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET
 
 from dashboard.models import NodeMode, Outcome, SchedulingCycle
 from dashboard.selectors import cycle_and_calls
-from dashboard.ui import presenters, selectors
+from dashboard.ui import node_selectors, presenters, selectors
 from dashboard.ui.shared import CycleFilterSet, explanation_lines
 from dashboard.ui.whatif import parse_what_if
 from scheduler_core.history_replay.scenarios import recorded_scenario
@@ -170,7 +170,7 @@ def what_if(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 @login_required
 def nodes(request: HttpRequest) -> HttpResponse:
-    report = selectors.nodes_report()
+    report = node_selectors.nodes_report()
     selected_name = request.GET.get("node", "")
     selected = next((n for n in report.nodes if n.name == selected_name), None)
     if selected is None and report.nodes and not selected_name:

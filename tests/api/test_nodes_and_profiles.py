@@ -44,6 +44,30 @@ def test_nodes_count_considerations_exclusions_and_placements(api, history):
 
 
 @pytest.mark.django_db
+def test_nodes_say_why_they_were_filtered_out_and_how_often_they_were_preferred(
+    api, history, django_assert_max_num_queries
+):
+    with django_assert_max_num_queries(6):  # auth, the page, its count, the page's reasons: not one per node
+        nodes = by_node(api)
+    assert nodes["node-5"]["reasons"] == [
+        {"plugin": "TrafficThreshold", "reason": "receive rate above 125.0 MB/s", "count": 1}
+    ]
+    assert nodes["node-4"]["reasons"] == [
+        {"plugin": "NodeResourceFitByCR", "reason": "node does not enable example.com/gpu", "count": 1}
+    ]
+    assert nodes["node-1"]["reasons"] == []
+    assert {name: n["preferred"] for name, n in nodes.items()} == {
+        "node-1": 0,
+        "node-2": 1,
+        "node-3": 1,
+        "node-4": 1,  # web-4's only candidate
+        "node-5": 0,
+    }
+    assert api.get("/api/v1/nodes/node-4/").json()["reasons"] == nodes["node-4"]["reasons"]
+    assert set(by_node(api, {"min_preferred": 1})) == {"node-2", "node-3", "node-4"}
+
+
+@pytest.mark.django_db
 def test_node_counts_match_a_full_recount(api, history):
     before = by_node(api)
     assert node_tallies_rebuild() == len(NODES)

@@ -225,7 +225,7 @@ def test_prepared_calls_come_back_from_a_preparing_process_field_for_field():
     events = cycle_events(extender, cluster, random.Random(5), profile="default", mode="names")
     sent = [new_calls.build_call(event) for event in events]
     assert sent[0].summary.nodes, "a filter's candidate list travels joined"
-    assert sent[0].failed, "and so does its list of failed nodes"
+    assert sent[0].failures, "and so do its failures (node counts)"
     assert sent[0].filter_reference is not None, "the filter has a reference a prioritize may make"
     for original, back in zip(sent, _through_a_process(sent), strict=True):
         for name in original.__slots__:
@@ -238,6 +238,9 @@ def test_prepared_calls_come_back_from_a_preparing_process_field_for_field():
             assert getattr(back.summary, name) == getattr(original.summary, name), f"summary.{name}"
     first, second = _through_a_process(sent[0]), _through_a_process(sent[0])
     assert first.summary.nodes is second.summary.nodes, "a list received again is the same list"
+    again = msgspec.structs.replace(events[0], event_id="f" * 32, pod_uid="other")
+    batch = _through_a_process([sent[0], new_calls.build_call(again)])
+    assert batch[0].failures is batch[1].failures, "failures repeated in a batch arrive as one object"
 
 
 def body_plain(body: bytes) -> bytes:

@@ -397,6 +397,35 @@ def test_the_nodes_page_says_why_a_chosen_node_was_filtered_out(signed_in, recor
     assert "<li>TrafficThreshold: receive rate above 125.0 MB/s — 2×</li>" in body
 
 
+def test_the_nodes_page_reads_kept_counts_in_as_many_queries_whatever_the_history_s_length(
+    signed_in, recorder, monkeypatch, django_assert_max_num_queries
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from dashboard.storage import call_body
+
+    decoded: list[bytes] = []
+    decode = call_body.body_decode
+    monkeypatch.setattr(call_body, "body_decode", lambda body, **kw: decoded.append(body) or decode(body, **kw))
+    recorder.schedule()
+    recorder.schedule(make_pod("web-2"))
+    decoded.clear()
+    with CaptureQueriesContext(connection) as first:
+        assert signed_in.get(reverse("ui:nodes")).status_code == 200
+    assert len(decoded) == 1, "only the latest filter call, for its traffic"
+    for index in range(20):
+        recorder.schedule(make_pod(f"more-{index}"))
+    decoded.clear()
+    with django_assert_max_num_queries(len(first)):
+        body = text(signed_in.get(reverse("ui:nodes")))
+    assert len(decoded) == 1, "no call decoded to count"
+    assert "Counts over the retained history since <time" in body
+    assert "TrafficThreshold: receive rate above 125.0 MB/s (22)" in body
+    assert re.search(r"node-6</a></th>\s*<td class=\"num\">22</td>", body), "node-6 received every pod"
+    assert "traffic from the latest recorded filter call, at <time" in body
+
+
 def test_the_health_page_shows_latency_errors_spool_and_traffic(signed_in, recorder):
     recorder.schedule()
     recorder.refuse()
