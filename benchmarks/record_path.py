@@ -165,8 +165,10 @@ def stored_sizes(cycles: int) -> dict[str, float]:
         cursor.execute("SELECT coalesce(sum(pg_column_size(s.*)), 0) FROM dashboard_sharedpart s")
         (parts,) = cursor.fetchone()
         cursor.execute(
-            "SELECT pg_total_relation_size('dashboard_verbcall') + pg_total_relation_size('dashboard_schedulingcycle') "
-            "+ pg_total_relation_size('dashboard_nodeposting') + pg_total_relation_size('dashboard_sharedpart')"
+            # pg_partition_tree: the day partitions of cycles and calls too (a partitioned parent holds no rows).
+            "SELECT sum(pg_total_relation_size(relid)) FROM unnest(ARRAY['dashboard_verbcall', "
+            "'dashboard_schedulingcycle', 'dashboard_nodeposting', 'dashboard_sharedpart']::regclass[]) t, "
+            "pg_partition_tree(t)"
         )
         (on_disk,) = cursor.fetchone()
     return {

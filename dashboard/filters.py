@@ -124,9 +124,14 @@ def cycles_considering(queryset: QuerySet[SchedulingCycle], node: str) -> QueryS
         tally = NodeTally.objects.using(queryset.db).filter(node=node).values_list("considered", flat=True)
         considered = tally.first() or 0
         with connection.cursor() as cursor:
-            cursor.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [SchedulingCycle._meta.db_table])
+            # The table and, partitioned by day (migration 0008), its partitions: the parent itself counts none.
+            cursor.execute(
+                "SELECT sum(greatest(reltuples, 0)) FROM pg_class WHERE oid = %s::regclass OR oid IN "
+                "(SELECT inhrelid FROM pg_inherits WHERE inhparent = %s::regclass)",
+                [SchedulingCycle._meta.db_table] * 2,
+            )
             row = cursor.fetchone()
-        cycles = max(float(row[0]) if row else 0.0, float(considered), 1.0)  # (-1: never analyzed)
+        cycles = max(float(row[0] or 0.0) if row else 0.0, float(considered), 1.0)  # (-1: never analyzed)
         return queryset.filter(_Considered(node, listed=considered < LISTED_BELOW_SHARE * cycles))
     return queryset.filter(candidate_nodes__contains=f"|{node}|")
 

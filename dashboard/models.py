@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.db import models
+from django.db.models.functions import Now
 
 from dashboard.storage.call_body import FilterRecordLookup, body_read
 from dashboard.storage.packed_json import PackedJSONField
@@ -93,8 +94,21 @@ class SchedulingCycle(models.Model):
 class VerbCall(models.Model):
     """One HTTP call of kube-scheduler, with every plugin's verdict and score and the exact answer."""
 
-    cycle = models.ForeignKey(SchedulingCycle, related_name="calls", on_delete=models.CASCADE)
-    event_id = models.CharField(max_length=32, unique=True, help_text="Makes re-ingesting a record harmless.")
+    # No foreign key in the database: on PostgreSQL the cycles are partitioned by day, and a key could only refer to
+    # (id, started_at). The ingester writes a call with its cycle; retention drops a day of cycles whole.
+    cycle = models.ForeignKey(SchedulingCycle, related_name="calls", on_delete=models.CASCADE, db_constraint=False)
+    event_id = models.CharField(
+        max_length=32,
+        db_index=True,
+        help_text="Makes re-ingesting a record harmless: the ingester skips an event_id it stored (under the chain "
+        "lock; a unique index cannot span the day partitions).",
+    )
+    recorded_at = models.DateTimeField(
+        db_default=Now(),
+        editable=False,
+        help_text="When the ingester stored the call (the database's clock, under the chain lock, so it grows with "
+        "the id): the day partition it lives in on PostgreSQL (dashboard.services.partitions).",
+    )
     verb = models.CharField(max_length=16)
     started_at = models.DateTimeField()
     duration_ms = models.FloatField()
@@ -234,6 +248,23 @@ class AuditCheckpoint(models.Model):
         return f"checkpoint at call {self.last_call_id}"
 
 
+class AuditVerification(models.Model):
+    """Where a verification of the chain that reached the head ended: ``verify_audit_chain --resume`` starts there,
+    after checking that the call still carries the hash it was verified with."""
+
+    last_call_id = models.BigIntegerField()
+    chain_hash = models.CharField(max_length=64)
+    checked = models.PositiveBigIntegerField(help_text="Calls that verification recomputed.")
+    started_after_id = models.BigIntegerField(null=True, blank=True)
+    verified_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-last_call_id"]
+
+    def __str__(self) -> str:
+        return f"verified through call {self.last_call_id}"
+
+
 class BitStringField(models.TextField):  # type: ignore[type-arg]
     """``bit(256)`` on PostgreSQL (written and read as a string of 0 and 1), text elsewhere (unused there)."""
 
@@ -307,3 +338,42 @@ class NodeReasonTally(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node}: {self.plugin}: {self.reason}"
+
+
+class NodeDayTally(models.Model):
+    """What the calls stored on one day (UTC, their ``recorded_at``) added to ``NodeTally``'s call counts: what
+    dropping that day's partition of calls takes off again without reading its calls
+    (``dashboard.services.partitions``). Written by the ingester beside ``NodeTally``; used on PostgreSQL only, where
+    days are dropped whole."""
+
+    day = models.DateField()
+    node = models.CharField(max_length=253)
+    considered = models.PositiveBigIntegerField(default=0)
+    filtered_out = models.PositiveBigIntegerField(default=0)
+    placements = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["day", "node"], name="nodedaytally_day_node")]
+
+    def __str__(self) -> str:
+        return f"{self.node} on {self.day}"
+
+
+class NodeDayReasonTally(models.Model):
+    """What the calls stored on one day added to ``NodeReasonTally`` (as ``NodeDayTally`` for ``NodeTally``)."""
+
+    day = models.DateField()
+    node = models.CharField(max_length=253)
+    plugin = models.CharField(max_length=REASON_PLUGIN_LIMIT)
+    reason = models.CharField(max_length=REASON_LIMIT)
+    count = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "node", "plugin", "reason"], name="nodedayreasontally_day_node_plugin_reason"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node} on {self.day}: {self.plugin}: {self.reason}"

@@ -19,7 +19,9 @@ from django.db import OperationalError
 from django.utils import timezone
 
 from dashboard.replays.services import REPLAY_TASK, history_replay_run
+from dashboard.services.partitions import partitions_ensure
 from dashboard.services.retention import cycles_prune
+from dashboard.traffic.schedule import ENSURE_PARTITIONS_TASK
 from dashboard.traffic.services import traffic_refresh, traffic_refreshes_prune
 from dashboard.traffic.snapshots import query_from_dict
 
@@ -54,6 +56,12 @@ def prune_traffic_refreshes() -> None:
 def prune_cycles() -> None:
     """Retention: cycles older than SCHEDLENS_RETENTION_DAYS go, behind a chain checkpoint."""
     cycles_prune(older_than=timezone.now() - timedelta(days=settings.SCHEDLENS_RETENTION_DAYS))
+
+
+@shared_task(name=ENSURE_PARTITIONS_TASK, soft_time_limit=240, time_limit=300, ignore_result=True)
+def ensure_partitions() -> None:
+    """PostgreSQL: the day partitions of the record, created ahead (``dashboard.services.partitions``)."""
+    partitions_ensure()
 
 
 @shared_task(

@@ -25,6 +25,7 @@ class PlacementObservation(models.Model):
         null=True,
         blank=True,
         on_delete=models.SET_NULL,
+        db_constraint=False,  # the cycles are partitioned by day on PostgreSQL; retention empties the link itself
         help_text="The pod's newest cycle started before the observation; empty until it is recorded.",
     )
     kind = models.CharField(max_length=24, choices=ObservationKind.choices)

@@ -23,13 +23,14 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time, timedelta
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 from django.db import connection
+from django.db.models import Max, Min
 
-from dashboard.models import AuditCheckpoint, SharedPart, VerbCall
+from dashboard.models import AuditCheckpoint, AuditVerification, SharedPart, VerbCall
 from dashboard.services.chain_lock import lock_chain
 from dashboard.services.node_tallies import NodeCounts, tallies_add, tallies_merge, tally_call
 from dashboard.storage.packed_json import stored_form
@@ -177,12 +178,16 @@ def _chain_head() -> str:
 class ChainAppender:
     """Seals each new call into the chain as the ingester saves it; made by ``audit_chain_open``."""
 
-    def __init__(self, head: str) -> None:
+    def __init__(self, head: str, recorded_at: datetime) -> None:
         self.head = head
+        self.recorded_at = recorded_at
+        """The ``recorded_at`` of the calls appended: the database's clock once the chain lock is held, so that it
+        grows with the ids whichever ingester appends (a day of calls is one stretch of the chain)."""
         self._tallies: dict[str, NodeCounts] = {}
 
     def append(self, call: VerbCall) -> VerbCall:
         self.seal(call)
+        call.recorded_at = self.recorded_at
         call.save(force_insert=True)
         return call
 
@@ -205,7 +210,7 @@ class ChainAppender:
 
     def close(self) -> None:
         """Write the per-node counts of the calls appended (call once, before the transaction commits)."""
-        tallies_add(self._tallies)
+        tallies_add(self._tallies, day=self.recorded_at.astimezone(UTC).date())
         self._tallies = {}
 
 
@@ -214,7 +219,16 @@ def audit_chain_open() -> ChainAppender:
     if not connection.in_atomic_block:
         raise RuntimeError("the audit chain is appended to inside the ingest transaction only")
     lock_chain()
-    return ChainAppender(_chain_head())
+    return ChainAppender(_chain_head(), _database_now())
+
+
+def _database_now() -> datetime:
+    if connection.vendor != "postgresql":
+        return datetime.now(UTC)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT clock_timestamp()")
+        now: datetime = cursor.fetchone()[0]
+    return now
 
 
 # --- verification -----------------------------------------------------------------------------------
@@ -318,19 +332,53 @@ def chain_walk(
     _walk(_rows_after(after_id, before_id, chunk_size), walk, tallies)
 
 
-def audit_chain_verify(*, after_id: int | None = None, chunk_size: int = 2000) -> ChainReport:
+class VerificationMovedError(Exception):
+    """``resume``: the call the last verification ended on no longer carries the hash it was verified with."""
+
+
+def _resume_point(start_id: int | None) -> tuple[int, str] | None:
+    """Where the last verification that reached the head ended, if after ``start_id`` (the checkpoint's)."""
+    verified = AuditVerification.objects.order_by("-last_call_id").first()
+    if verified is None or (start_id is not None and verified.last_call_id <= start_id):
+        return None
+    stored = VerbCall.objects.filter(id=verified.last_call_id).values_list("chain_hash", flat=True).first()
+    if stored != verified.chain_hash:
+        when = f"{verified.verified_at:%Y-%m-%d %H:%M:%S}Z"
+        raise VerificationMovedError(
+            f"call {verified.last_call_id} no longer carries the hash verified on {when} ({verified.chain_hash}): "
+            "the chain was rewritten from there or before; verify without --resume"
+        )
+    return verified.last_call_id, verified.chain_hash
+
+
+def audit_chain_verify(*, after_id: int | None = None, resume: bool = False, chunk_size: int = 2000) -> ChainReport:
     """Recompute the chain from the last checkpoint (or from just after ``after_id``) to the newest call.
 
-    Raises ``VerbCall.DoesNotExist`` when ``after_id`` names no stored call.
+    ``resume``: start where the last verification that reached the head ended (``AuditVerification``), after
+    checking that its call still carries the hash it was verified with; what was verified before is not re-read.
+    A verification that reaches the head with every link holding is remembered so.
+
+    Raises ``VerbCall.DoesNotExist`` when ``after_id`` names no stored call, ``VerificationMovedError`` when
+    ``resume`` finds the remembered link changed.
     """
     checkpoint = latest_checkpoint()
     start_id, start_hash = (checkpoint.last_call_id, checkpoint.chain_hash) if checkpoint else (None, GENESIS)
     if after_id is not None and (start_id is None or after_id > start_id):
         start_hash = VerbCall.objects.values_list("chain_hash", flat=True).get(id=after_id)
         start_id = after_id
+    elif resume and (point := _resume_point(start_id)) is not None:
+        start_id, start_hash = point
     walk = ChainWalk(previous=start_hash, last_id=start_id)
     chain_walk(walk, after_id=start_id or 0, chunk_size=chunk_size)
     report = walk.report(start_after_id=start_id, start_hash=start_hash)
+    if report.ok and report.head_id is not None and report.checked:
+        AuditVerification.objects.create(
+            last_call_id=report.head_id,
+            chain_hash=report.head_hash,
+            checked=report.checked,
+            started_after_id=start_id,
+            verified_at=datetime.now(UTC),
+        )
     altered = _altered_parts()
     if not altered:
         return report
@@ -338,3 +386,26 @@ def audit_chain_verify(*, after_id: int | None = None, chunk_size: int = 2000) -
     altered_reason = f"shared parts whose bytes no longer match their digest: {listed}"
     reason = "; ".join(filter(None, [report.reason, altered_reason]))
     return replace(report, ok=False, reason=reason, altered_parts=tuple(altered))
+
+
+def audit_chain_verify_day(day: date, *, chunk_size: int = 2000) -> ChainReport:
+    """Recompute the links of the calls stored on ``day`` (UTC, by ``recorded_at``: one day partition on
+    PostgreSQL), from the stored link of the call before them (or the checkpoint that replaced it).
+
+    Shows that the day's calls are unaltered and follow the link before them; that link itself is the previous day's
+    to verify. An empty day checks nothing.
+    """
+    start = datetime.combine(day, time(), tzinfo=UTC)
+    stretch = VerbCall.objects.filter(recorded_at__gte=start, recorded_at__lt=start + timedelta(days=1))
+    bounds = stretch.aggregate(low=Min("id"), high=Max("id"))
+    low, high = bounds["low"], bounds["high"]
+    if low is None:
+        return ChainReport(True, 0, None, "", None, GENESIS, None, GENESIS)
+    before = VerbCall.objects.filter(id__lt=low).order_by("-id").values_list("id", "chain_hash").first()
+    checkpoint = AuditCheckpoint.objects.filter(last_call_id__lt=low).order_by("-last_call_id").first()
+    if checkpoint is not None and (before is None or checkpoint.last_call_id >= before[0]):
+        before = (checkpoint.last_call_id, checkpoint.chain_hash)
+    start_id, start_hash = before if before is not None else (0, GENESIS)
+    walk = ChainWalk(previous=start_hash, last_id=start_id or None)
+    chain_walk(walk, after_id=start_id, before_id=high + 1, chunk_size=chunk_size)
+    return walk.report(start_after_id=start_id or None, start_hash=start_hash)

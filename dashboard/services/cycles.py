@@ -257,7 +257,7 @@ def ingest_calls(calls: Sequence[NewCall]) -> int:
         shared_parts_upsert([call for call in fresh if call.shared_part is not None])
         rows, tallies = _sealed_rows(fold, chain)
         fold.count_preferred(tallies)
-        insert_calls(rows)
+        insert_calls(rows, recorded_at=chain.recorded_at)
         if fold.touched:
             SchedulingCycle.objects.bulk_update(list(fold.touched.values()), SUMMARY_FIELDS)
         if postings:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,8 @@ from django.db.models.functions import Greatest
 from dashboard.models import (
     REASON_LIMIT,
     REASON_PLUGIN_LIMIT,
+    NodeDayReasonTally,
+    NodeDayTally,
     NodeReasonTally,
     NodeTally,
     SchedulingCycle,
@@ -180,11 +182,14 @@ def _upsert(table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], c
             cursor.execute(sql, params)
 
 
-def tallies_add(tallies: Mapping[str, NodeCounts]) -> None:
+def tallies_add(tallies: Mapping[str, NodeCounts], *, day: date | None = None) -> None:
     """One upsert of every node's counts, and one of their reasons (a cycle's preference moved away from a node,
-    rare, is one more update)."""
+    rare, is one more update); ``day``: the calls counted were stored that day, and their share of the call counts is
+    kept for it too (``NodeDayTally``, ``NodeDayReasonTally``)."""
     if not tallies:
         return
+    if day is not None:
+        _day_tallies_add(tallies, day)
     q = connection.ops.quote_name
     table = q(NodeTally._meta.db_table)
     node, seen = q("node"), q("last_seen_at")
@@ -213,6 +218,59 @@ def tallies_add(tallies: Mapping[str, NodeCounts]) -> None:
         f"ON CONFLICT ({node}, {q('plugin')}, {q('reason')}) DO UPDATE SET {q('count')} = {reasons}.{q('count')} "
         f"+ excluded.{q('count')}",
     )
+
+
+def _day_tallies_add(tallies: Mapping[str, NodeCounts], day: date) -> None:
+    q = connection.ops.quote_name
+    table = q(NodeDayTally._meta.db_table)
+    counters = [q(name) for name in ("considered", "filtered_out", "placements")]
+    items = sorted(tallies.items())
+    _upsert(
+        NodeDayTally._meta.db_table,
+        ["day", "node", "considered", "filtered_out", "placements"],
+        [(day, n, t.considered, t.filtered_out, t.placements) for n, t in items if t.considered or t.placements],
+        f"ON CONFLICT ({q('day')}, {q('node')}) DO UPDATE SET "
+        + ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in counters),
+    )
+    reasons = q(NodeDayReasonTally._meta.db_table)
+    _upsert(
+        NodeDayReasonTally._meta.db_table,
+        ["day", "node", "plugin", "reason", "count"],
+        [(day, n, p, r, c) for n, t in items if t.reasons for (p, r), c in t.reasons.items()],
+        f"ON CONFLICT ({q('day')}, {q('node')}, {q('plugin')}, {q('reason')}) DO UPDATE SET {q('count')} = "
+        f"{reasons}.{q('count')} + excluded.{q('count')}",
+    )
+
+
+def tallies_subtract_day(day: date) -> None:
+    """PostgreSQL: take off the totals what the calls stored on ``day`` had added (its ``NodeDayTally`` and
+    ``NodeDayReasonTally`` rows, then gone), when that day's calls are dropped whole."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {NodeTally._meta.db_table} AS t SET "  # noqa: S608
+            "considered = GREATEST(t.considered - d.considered, 0), "
+            "filtered_out = GREATEST(t.filtered_out - d.filtered_out, 0), "
+            "placements = GREATEST(t.placements - d.placements, 0) "
+            f"FROM {NodeDayTally._meta.db_table} AS d WHERE d.day = %s AND d.node = t.node",
+            [day],
+        )
+        cursor.execute(
+            f"UPDATE {NodeReasonTally._meta.db_table} AS t SET count = GREATEST(t.count - d.count, 0) "  # noqa: S608
+            f"FROM {NodeDayReasonTally._meta.db_table} AS d "
+            "WHERE d.day = %s AND d.node = t.node AND d.plugin = t.plugin AND d.reason = t.reason",
+            [day],
+        )
+    NodeDayTally.objects.filter(day=day).delete()
+    NodeDayReasonTally.objects.filter(day=day).delete()
+    NodeTally.objects.filter(considered=0, filtered_out=0, placements=0, preferred=0).delete()
+    NodeReasonTally.objects.filter(count=0).delete()
+
+
+def day_tallies_forget(*, before: date) -> None:
+    """Drop the per-day shares of the days before ``before``: their calls are pruned row by row (their totals with
+    them), never dropped as a day."""
+    NodeDayTally.objects.filter(day__lt=before).delete()
+    NodeDayReasonTally.objects.filter(day__lt=before).delete()
 
 
 def tallies_subtract(tallies: Mapping[str, NodeCounts]) -> None:
@@ -249,11 +307,15 @@ def tallies_subtract(tallies: Mapping[str, NodeCounts]) -> None:
 def node_tallies_rebuild() -> int:
     """Recount every node from the retained record (after a restore, or if the counts are ever doubted)."""
     tallies: dict[str, NodeCounts] = {}
-    fields = ("verb", "http_status", "error", "record_json", "body", "started_at")
+    by_day: dict[date, dict[str, NodeCounts]] = {}
+    fields = ("verb", "http_status", "error", "record_json", "body", "started_at", "recorded_at")
     with transaction.atomic():
         lock_chain()
         for values in VerbCall.objects.filter(verb__in=["filter", "bind"]).values(*fields).iterator(2000):
-            tally_call(tallies, values)
+            tally_call(by_day.setdefault(values["recorded_at"].astimezone(UTC).date(), {}), values)
+        for day_tallies in by_day.values():
+            for name, counts in day_tallies.items():
+                tallies_merge(tallies, {name: replace(counts, reasons=dict(counts.reasons or {}) or None)})
         preferred = (
             SchedulingCycle.objects.exclude(preferred_node="").values_list("preferred_node").annotate(Count("id"))
         )
@@ -261,7 +323,11 @@ def node_tallies_rebuild() -> int:
             tallies.setdefault(name, NodeCounts()).preferred = cycles
         NodeTally.objects.all().delete()
         NodeReasonTally.objects.all().delete()
+        NodeDayTally.objects.all().delete()
+        NodeDayReasonTally.objects.all().delete()
         tallies_add(tallies)
+        for day, day_tallies in by_day.items():
+            _day_tallies_add(day_tallies, day)
     return len(tallies)
 
 

@@ -76,21 +76,23 @@ def _json_column(value: Any) -> str | None:
     return None if stored is None else json.dumps(stored)
 
 
-def insert_calls(rows: Sequence[dict[str, Any]]) -> None:
-    """The new calls (:func:`call_row`, sealed) in chain order: COPY on PostgreSQL (ids from the sequence, in row
-    order), else bulk_create (which inserts them in order too)."""
+def insert_calls(rows: Sequence[dict[str, Any]], *, recorded_at: datetime) -> None:
+    """The new calls (:func:`call_row`, sealed) in chain order, stored at ``recorded_at`` (``ChainAppender``'s): COPY
+    on PostgreSQL (ids from the sequence, in row order), else bulk_create (which inserts them in order too)."""
     if connection.vendor != "postgresql":
-        VerbCall.objects.bulk_create([VerbCall(**{STORED_FIELDS.get(k, k): v for k, v in row.items()}) for row in rows])
+        VerbCall.objects.bulk_create(
+            [VerbCall(**{STORED_FIELDS.get(k, k): v for k, v in row.items()}, recorded_at=recorded_at) for row in rows]
+        )
         return
     table = connection.ops.quote_name(VerbCall._meta.db_table)
     with (
         connection.cursor() as cursor,
-        cursor.cursor.copy(f"COPY {table} ({', '.join(_CALL_COPY_COLUMNS)}) FROM STDIN") as copy,
+        cursor.cursor.copy(f"COPY {table} ({', '.join(_CALL_COPY_COLUMNS)}, recorded_at) FROM STDIN") as copy,
     ):
         for row in rows:
-            copy.write_row(
-                tuple(_json_column(row[name]) if name in _JSON_COLUMNS else row[name] for name in _CALL_COPY_COLUMNS)
-            )
+            values = [_json_column(row[name]) if name in _JSON_COLUMNS else row[name] for name in _CALL_COPY_COLUMNS]
+            values.append(recorded_at)
+            copy.write_row(values)
 
 
 def shared_parts_upsert(calls: Sequence[NewCall]) -> None:

@@ -19,6 +19,7 @@ from dashboard.models import AuditCheckpoint, SchedulingCycle, SharedPart, VerbC
 from dashboard.services.audit_chain import GENESIS, ChainReport, ChainWalk, chain_walk, latest_checkpoint
 from dashboard.services.chain_lock import lock_chain
 from dashboard.services.node_tallies import NodeCounts, tallies_subtract, tally_preferred
+from dashboard.services.partitions import PartitionsDropped, RowByRow, is_partitioned, partitions_drop, row_by_row
 
 
 class AuditChainBrokenError(Exception):
@@ -40,6 +41,10 @@ class PruneResult:
     held_back: int
     """Cycles older than the cut-off kept because some of their calls were chained after newer cycles' calls
     (a late bind): the chain can only lose a prefix. A later prune takes them."""
+    partitions_dropped: tuple[str, ...] = ()
+    """PostgreSQL: the day partitions dropped whole (``dashboard.services.partitions``)."""
+    partitions_held_back: str = ""
+    """PostgreSQL: why a day of calls past the cut-off was kept ("" none)."""
 
 
 def _prune_parts() -> int:
@@ -53,11 +58,14 @@ def _prune_parts() -> int:
     return doomed.delete()[0]
 
 
-def _prune_boundary(older_than: datetime) -> int:
-    """The id of the first call that stays: every call below it belongs to a cycle older than the cut-off."""
+def _prune_boundary(older_than: datetime, below: int | None) -> int:
+    """The id of the first call that stays: every call below it belongs to a cycle older than the cut-off (and is
+    below ``below``, when given)."""
     boundary = VerbCall.objects.filter(cycle__started_at__gte=older_than).aggregate(m=Min("id"))["m"]
     if boundary is None:
         boundary = (VerbCall.objects.aggregate(m=Max("id"))["m"] or 0) + 1
+    if below is not None:
+        boundary = min(boundary, below)
     while True:  # a cycle straddling the boundary stays whole, so the boundary moves below its first call
         lower = VerbCall.objects.filter(id__lt=boundary, cycle__calls__id__gte=boundary).aggregate(m=Min("id"))["m"]
         if lower is None:
@@ -74,11 +82,21 @@ def cycles_prune(*, older_than: datetime, dry_run: bool = False, batch_size: int
     """
     with transaction.atomic():
         lock_chain()
-        boundary = _prune_boundary(older_than)
+        removed: dict[str, NodeCounts] = {}
+        dropped = PartitionsDropped(tables=[])
+        rest = RowByRow(older_than, None)
+        if is_partitioned():
+            # Whole days first; then row by row only what lies before the oldest day left (the rows stored before
+            # migration 0008, a day that had no partition): a day is kept whole until all of it is past the cut-off.
+            dropped = partitions_drop(older_than=older_than, tallies=removed, chunk_size=batch_size)
+            if dropped.broken is not None:
+                raise AuditChainBrokenError(dropped.broken)
+            rest = row_by_row(older_than)
+            older_than = rest.older_than
+        boundary = _prune_boundary(older_than, rest.below_call_id)
         checkpoint = latest_checkpoint()
         start_id, start_hash = (checkpoint.last_call_id, checkpoint.chain_hash) if checkpoint else (0, GENESIS)
         walk = ChainWalk(previous=start_hash)
-        removed: dict[str, NodeCounts] = {}
         chain_walk(walk, after_id=start_id, before_id=boundary, chunk_size=batch_size, tallies=removed)
         if walk.broken_id is not None:
             raise AuditChainBrokenError(walk.report(start_after_id=start_id or None, start_hash=start_hash))
@@ -101,11 +119,13 @@ def cycles_prune(*, older_than: datetime, dry_run: bool = False, batch_size: int
         tallies_subtract(removed)
         parts_deleted = _prune_parts()
         result = PruneResult(
-            cycles_deleted=cycles_deleted,
-            calls_deleted=calls_deleted,
+            cycles_deleted=cycles_deleted + dropped.cycles,
+            calls_deleted=calls_deleted + dropped.calls,
             parts_deleted=parts_deleted,
-            checkpoint_call_id=walk.last_id,
+            checkpoint_call_id=walk.last_id if walk.last_id is not None else dropped.checkpoint_call_id,
             held_back=SchedulingCycle.objects.filter(started_at__lt=older_than).count(),
+            partitions_dropped=tuple(dropped.tables),
+            partitions_held_back=dropped.held_back,
         )
         if dry_run:
             transaction.set_rollback(True)

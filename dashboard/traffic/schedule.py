@@ -12,6 +12,7 @@ PREFETCH_TASK = "schedlens.prefetch_traffic"
 PRUNE_TASK = "schedlens.prune_traffic_refreshes"
 PRUNE_EVERY_SECONDS = 3600.0
 PRUNE_CYCLES_TASK = "schedlens.prune_cycles"
+ENSURE_PARTITIONS_TASK = "schedlens.ensure_partitions"
 
 
 def traffic_beat_schedule(profiles: Mapping[str, Profile], *, refresh_seconds: float) -> dict[str, dict[str, Any]]:
@@ -29,4 +30,6 @@ def traffic_beat_schedule(profiles: Mapping[str, Profile], *, refresh_seconds: f
     schedule["prune-traffic-refreshes"] = {"task": PRUNE_TASK, "schedule": PRUNE_EVERY_SECONDS}
     # Audit retention (dashboard.services.retention.cycles_prune) runs on the same hourly beat.
     schedule["prune-cycles"] = {"task": PRUNE_CYCLES_TASK, "schedule": PRUNE_EVERY_SECONDS}
+    # PostgreSQL's day partitions of the record, kept DAYS_AHEAD days ahead (dashboard.services.partitions).
+    schedule["ensure-partitions"] = {"task": ENSURE_PARTITIONS_TASK, "schedule": PRUNE_EVERY_SECONDS}
     return schedule

@@ -2,25 +2,44 @@
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dashboard.models import VerbCall
-from dashboard.services.audit_chain import audit_chain_verify
+from dashboard.services.audit_chain import VerificationMovedError, audit_chain_verify, audit_chain_verify_day
 
 
 class Command(BaseCommand):
     help = "Verify the hash chain over the recorded verb calls, from the last prune checkpoint to the newest call."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--after-id", type=int, default=None, help="verify only the calls after this one")
+        start = parser.add_mutually_exclusive_group()
+        start.add_argument("--after-id", type=int, default=None, help="verify only the calls after this one")
+        start.add_argument(
+            "--resume",
+            action="store_true",
+            help="start where the last verification that reached the newest call ended (its link re-checked)",
+        )
+        start.add_argument(
+            "--day",
+            type=date.fromisoformat,
+            default=None,
+            metavar="YYYY-MM-DD",
+            help="verify only the calls stored that day (UTC), from the link before them",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            report = audit_chain_verify(after_id=options["after_id"])
+            if options["day"] is not None:
+                report = audit_chain_verify_day(options["day"])
+            else:
+                report = audit_chain_verify(after_id=options["after_id"], resume=options["resume"])
         except VerbCall.DoesNotExist:
             raise CommandError(f"no stored call has id {options['after_id']}") from None
+        except VerificationMovedError as exc:
+            raise CommandError(f"BROKEN: {exc}") from None
         start = f"after call {report.start_after_id}" if report.start_after_id is not None else "from the start"
         if not report.ok:
             where = f"at call {report.first_broken_id}" if report.first_broken_id is not None else "in shared parts"

@@ -1,0 +1,247 @@
+"""Day partitions of the record on PostgreSQL (migration 0008): created ahead, dropped whole by retention.
+
+Cycles are partitioned by ``started_at``, calls by ``recorded_at`` (when the ingester stored them, by the database's
+clock under the chain lock), one partition per UTC day named ``<table>_pYYYYMMDD``; a DEFAULT partition holds what
+no day partition covers (the rows stored before migration 0008, and any day that had none when its rows came).
+
+Dropping a day of calls drops a stretch of the audit chain. It is done only when that stretch is a prefix of what
+remains (no call stored before it is left anywhere), after verifying it from the last checkpoint, and it leaves a
+checkpoint at its last call, from which ``audit_chain_verify`` resumes: the chain stays verifiable across the cut.
+A day of cycles is dropped once it is wholly older than the cut-off, and not before its day of calls. SQLite (the
+demo) has no partitions: every function here is a no-op there, and retention deletes rows
+(``dashboard.services.retention``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from itertools import repeat
+
+from django.db import DatabaseError, connection, transaction
+from django.db.models import Model
+from django.utils import timezone
+
+from dashboard.models import AuditCheckpoint, SchedulingCycle, VerbCall
+from dashboard.placements.models import PlacementObservation
+from dashboard.services.audit_chain import GENESIS, ChainReport, ChainWalk, chain_walk, latest_checkpoint
+from dashboard.services.node_tallies import NodeCounts, day_tallies_forget, tallies_subtract_day, tally_preferred
+
+log = logging.getLogger(__name__)
+
+PARTITIONED: tuple[tuple[type[Model], str], ...] = ((SchedulingCycle, "started_at"), (VerbCall, "recorded_at"))
+"""The models partitioned by day and their partition keys (migration 0008's ``TABLES``)."""
+
+DAYS_AHEAD = 3
+"""Day partitions kept ready beyond today: the periodic task may miss a few runs without rows landing in DEFAULT."""
+
+
+@dataclass(frozen=True, slots=True)
+class DayPartition:
+    table: str
+    day: date
+
+    @property
+    def start(self) -> datetime:
+        return datetime.combine(self.day, time(), tzinfo=UTC)
+
+    @property
+    def end(self) -> datetime:
+        return self.start + timedelta(days=1)
+
+
+def _partition_name(parent: str, day: date) -> str:
+    return f"{parent}_p{day:%Y%m%d}"
+
+
+def is_partitioned() -> bool:
+    """The record's tables are partitioned by day (PostgreSQL after migration 0008)."""
+    if connection.vendor != "postgresql":
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)", [VerbCall._meta.db_table])
+        row = cursor.fetchone()
+    return row is not None and row[0] == "p"
+
+
+def day_partitions(model: type[Model]) -> list[DayPartition]:
+    """The model's day partitions, oldest first."""
+    parent = model._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = %s::regclass AND c.relname LIKE %s",
+            [parent, f"{parent}\\_p%"],
+        )
+        names = [row[0] for row in cursor.fetchall()]
+    found = []
+    for name in names:
+        try:
+            found.append(DayPartition(name, datetime.strptime(name[len(parent) + 2 :], "%Y%m%d").date()))
+        except ValueError:
+            continue  # not one of ours
+    return sorted(found, key=lambda p: p.day)
+
+
+def _default_has_rows(parent: str, key: str, partition: DayPartition) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT 1 FROM {parent}_default WHERE {key} >= %s AND {key} < %s LIMIT 1",  # noqa: S608
+            [partition.start, partition.end],
+        )
+        return cursor.fetchone() is not None
+
+
+def partitions_ensure(*, today: date | None = None, days_ahead: int = DAYS_AHEAD) -> list[str]:
+    """Create the day partitions of today and the next ``days_ahead`` days that are missing; the names created.
+
+    A day whose rows already landed in the DEFAULT partition is left there (a partition cannot be created over them;
+    retention deletes them row by row). Creating a partition scans the DEFAULT partition once, under a lock that
+    holds writers to it: it is small except right after migration 0008.
+    """
+    if not is_partitioned():
+        return []
+    today = today or timezone.now().astimezone(UTC).date()
+    created = []
+    for model, key in PARTITIONED:
+        parent = model._meta.db_table
+        have = {p.day for p in day_partitions(model)}
+        for offset in range(days_ahead + 1):
+            partition = DayPartition(_partition_name(parent, today + timedelta(days=offset)), today + timedelta(offset))
+            if partition.day in have or _default_has_rows(parent, key, partition):
+                continue
+            try:
+                with transaction.atomic(), connection.cursor() as cursor:
+                    cursor.execute(
+                        f"CREATE TABLE IF NOT EXISTS {partition.table} PARTITION OF {parent} "
+                        "FOR VALUES FROM (%s) TO (%s)",
+                        [partition.start, partition.end],
+                    )
+            except DatabaseError as exc:  # a row for that day arrived meanwhile: it stays in DEFAULT
+                log.warning("day partition %s not created: %s", partition.table, exc)
+                continue
+            created.append(partition.table)
+    return created
+
+
+@dataclass(slots=True)
+class PartitionsDropped:
+    tables: list[str]
+    cycles: int = 0
+    calls: int = 0
+    checkpoint_call_id: int | None = None
+    broken: ChainReport | None = None
+    """The verification of a day of calls that failed: retention raises ``AuditChainBrokenError`` with it."""
+    held_back: str = ""
+    """Why a day of calls older than the cut-off stayed ("" none): calls stored before it remain (the rows stored
+    before migration 0008, pruned row by row first)."""
+
+
+def _drop(table: str, parent: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER TABLE {parent} DETACH PARTITION {table}")
+        cursor.execute(f"DROP TABLE {table}")
+
+
+def _call_stretch(table: str) -> tuple[int | None, int]:
+    """The last call of a day of calls (None: none) and how many there are."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT max(id), count(*) FROM {table}")  # noqa: S608
+        high, count = cursor.fetchone()
+    return high, count
+
+
+def _stored_before_elsewhere(table: str, high: int) -> bool:
+    """A call with an id up to ``high`` outside ``table``: dropping ``table`` would not cut a prefix of the chain."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT 1 FROM {VerbCall._meta.db_table} WHERE id <= %s AND tableoid <> %s::regclass LIMIT 1",  # noqa: S608
+            [high, table],
+        )
+        return cursor.fetchone() is not None
+
+
+def partitions_drop(*, older_than: datetime, tallies: dict[str, NodeCounts], chunk_size: int) -> PartitionsDropped:
+    """Drop the days of calls and cycles wholly older than ``older_than``; the caller holds the chain lock in its
+    transaction. The per-node counts lose what the dropped calls had added (kept per day: ``tallies_subtract_day``);
+    what the dropped cycles had added (their preferred nodes) is added to ``tallies`` for the caller to take off.
+
+    Stops at a day of calls that does not verify (``broken``): nothing of it, nor any cycle, is dropped.
+    """
+    dropped = PartitionsDropped(tables=[])
+    checkpoint = latest_checkpoint()
+    start_id, start_hash = (checkpoint.last_call_id, checkpoint.chain_hash) if checkpoint else (0, GENESIS)
+    for partition in day_partitions(VerbCall):
+        if partition.end > older_than:
+            break
+        high, count = _call_stretch(partition.table)
+        if high is not None:
+            if _stored_before_elsewhere(partition.table, high):
+                dropped.held_back = f"{partition.table}: calls stored before it remain, pruned row by row first"
+                older_than = partition.start  # its cycles stay with it
+                break
+            walk = ChainWalk(previous=start_hash)
+            chain_walk(walk, after_id=start_id, before_id=high + 1, chunk_size=chunk_size)
+            if walk.broken_id is not None or walk.last_id != high:
+                dropped.broken = walk.report(start_after_id=start_id or None, start_hash=start_hash)
+                return dropped
+            AuditCheckpoint.objects.create(
+                last_call_id=high,
+                chain_hash=walk.previous,
+                pruned_before=partition.end,
+                cycles_deleted=0,
+                calls_deleted=count,
+                created_at=timezone.now(),
+            )
+            start_id, start_hash = high, walk.previous
+            dropped.checkpoint_call_id = high
+        tallies_subtract_day(partition.day)  # what the day's calls had added, kept per day: none read again
+        _drop(partition.table, VerbCall._meta.db_table)
+        dropped.tables.append(partition.table)
+        dropped.calls += count
+    for partition in day_partitions(SchedulingCycle):
+        if partition.end > older_than:
+            break
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT preferred_node, count(*) FROM {partition.table} GROUP BY preferred_node"  # noqa: S608
+            )
+            for node, cycles in cursor.fetchall():
+                dropped.cycles += cycles
+                tally_preferred(tallies, repeat(node, cycles))
+            cursor.execute(
+                f"UPDATE {PlacementObservation._meta.db_table} SET cycle_id = NULL "  # noqa: S608
+                f"WHERE cycle_id IN (SELECT id FROM {partition.table})"
+            )
+        _drop(partition.table, SchedulingCycle._meta.db_table)
+        dropped.tables.append(partition.table)
+    return dropped
+
+
+@dataclass(frozen=True, slots=True)
+class RowByRow:
+    """What retention may still delete row by row once the whole days are dropped: only what lies before the days
+    kept whole, so that a day's calls all go with their partition (and its per-day counts), never some of them."""
+
+    older_than: datetime
+    """Cycles that started before it (the cut-off, or the oldest day of cycles kept, if earlier)."""
+    below_call_id: int | None
+    """Calls below it (the oldest day of calls kept: its first call; None: no day of calls)."""
+
+
+def row_by_row(older_than: datetime) -> RowByRow:
+    cycle_days = day_partitions(SchedulingCycle)
+    if cycle_days:
+        older_than = min(older_than, cycle_days[0].start)
+    first_call: int | None = None
+    call_days = day_partitions(VerbCall)
+    if call_days:
+        day_tallies_forget(before=call_days[0].day)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT min(id) FROM {VerbCall._meta.db_table} WHERE tableoid = ANY(%s::regclass[])",  # noqa: S608
+                [[p.table for p in call_days]],
+            )
+            first_call = cursor.fetchone()[0]
+    return RowByRow(older_than, first_call)
