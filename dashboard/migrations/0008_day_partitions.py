@@ -1,14 +1,15 @@
-"""On PostgreSQL, cycles and calls become tables partitioned by day, so that retention drops a day whole
-(``dashboard.services.partitions``) instead of deleting its rows one by one.
+"""On PostgreSQL, cycles and calls become tables partitioned by day (node postings by slot range), so that
+retention drops a day whole (``dashboard.services.partitions``) instead of deleting its rows one by one.
 
 - Cycles are partitioned by ``started_at``, calls by ``recorded_at`` (when the ingester stored them, by the database's
   clock under the chain lock: a day of calls is then a stretch of the audit chain, and dropping the oldest days drops
-  a prefix of it, which a checkpoint seals).
+  a prefix of it, which a checkpoint seals). Node postings are partitioned by ``block`` (ranges of cycle slots, which
+  grow with the cycles' ids): a range goes once no retained cycle has a slot in it.
 - The rows already stored are not copied: the existing table becomes its new parent's DEFAULT partition, attached in
   place. What it holds is pruned row by row as before; the days from now on get their own partitions, created ahead
   by ``schedlens.ensure_partitions`` (and by ``manage.py ensure_partitions``). Attaching builds one index, on
-  (id, started_at) or (id, recorded_at), over the rows stored: the migration takes about as long as that index
-  build (measured in benchmarks/results-scale.md), while the verbs keep answering into the spool.
+  (id, started_at), (id, recorded_at) or (id, block), over the rows stored: the migration takes about as long as
+  those index builds (measured in benchmarks/results-scale.md), while the verbs keep answering into the spool.
 - A partitioned table's unique indexes must hold its partition key, so the call's ``event_id`` is no longer unique in
   the database (the ingester skips event ids it stored, under the chain lock), and calls no longer have a foreign key
   to their cycle.
@@ -19,16 +20,31 @@ SQLite (the demo) keeps plain tables. Going back on PostgreSQL copies every row 
 from django.db import migrations, models
 from django.db.models.functions import Now
 
-# (table, partition key) of the models partitioned by day: ``dashboard.services.partitions.PARTITIONED`` too.
-TABLES = (("dashboard_schedulingcycle", "started_at"), ("dashboard_verbcall", "recorded_at"))
+# (table, partition key) of the partitioned models: ``dashboard.services.partitions`` names them too.
+TABLES = (
+    ("dashboard_schedulingcycle", "started_at"),
+    ("dashboard_verbcall", "recorded_at"),
+    ("dashboard_nodeposting", "block"),
+)
+
+
+def _indexes_and_uniques(cursor, table: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:  # type: ignore[no-untyped-def]
+    """The table's plain indexes (name, CREATE INDEX …) and unique constraints (name, UNIQUE (…)), primary key apart."""
+    cursor.execute(
+        "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'u'",
+        [table],
+    )
+    uniques = cursor.fetchall()
+    cursor.execute(
+        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = %s", [table]
+    )
+    named = {name for name, _ in uniques}
+    return [(name, definition) for name, definition in cursor.fetchall() if name not in named], uniques
 
 
 def _partition(cursor, table: str, key: str) -> None:  # type: ignore[no-untyped-def]
     default = f"{table}_default"
-    cursor.execute(
-        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = %s", [table]
-    )
-    indexes = cursor.fetchall()
+    indexes, uniques = _indexes_and_uniques(cursor, table)
     cursor.execute("SELECT conname FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'p'", [table])
     (primary,) = cursor.fetchone()
     cursor.execute(f"SELECT coalesce(max(id), 0) FROM {table}")  # noqa: S608
@@ -43,6 +59,8 @@ def _partition(cursor, table: str, key: str) -> None:  # type: ignore[no-untyped
     for name, _ in indexes:
         if name != primary:
             cursor.execute(f"ALTER INDEX {name} RENAME TO {name[:55]}_default")
+    for name, _ in uniques:
+        cursor.execute(f"ALTER TABLE {default} RENAME CONSTRAINT {name} TO {name[:55]}_default")
     cursor.execute(f"ALTER TABLE {default} ALTER COLUMN id DROP IDENTITY IF EXISTS")
     cursor.execute(f"ALTER TABLE {default} ALTER COLUMN id DROP DEFAULT")  # a sequence of its own after a way back
     cursor.execute(
@@ -56,14 +74,13 @@ def _partition(cursor, table: str, key: str) -> None:  # type: ignore[no-untyped
     for name, definition in indexes:
         if name != primary:  # the same definition on the parent: attaching adopts the partition's equal index
             cursor.execute(definition)
+    for name, definition in uniques:
+        cursor.execute(f"ALTER TABLE {table} ADD CONSTRAINT {name} {definition}")
     cursor.execute(f"ALTER TABLE {table} ATTACH PARTITION {default} DEFAULT")
 
 
 def _unpartition(cursor, table: str) -> None:  # type: ignore[no-untyped-def]
-    cursor.execute(
-        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = %s", [table]
-    )
-    indexes = cursor.fetchall()
+    indexes, uniques = _indexes_and_uniques(cursor, table)
     cursor.execute("SELECT conname FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'p'", [table])
     (primary,) = cursor.fetchone()
     cursor.execute(f"ALTER TABLE {table} RENAME TO {table}_partitioned")
@@ -76,6 +93,8 @@ def _unpartition(cursor, table: str) -> None:  # type: ignore[no-untyped-def]
     for name, definition in indexes:
         if name != primary:
             cursor.execute(definition)
+    for name, definition in uniques:
+        cursor.execute(f"ALTER TABLE {table} ADD CONSTRAINT {name} {definition}")
 
 
 def unpartition_tables(apps, schema_editor):  # type: ignore[no-untyped-def]

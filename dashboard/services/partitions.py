@@ -3,6 +3,8 @@
 Cycles are partitioned by ``started_at``, calls by ``recorded_at`` (when the ingester stored them, by the database's
 clock under the chain lock), one partition per UTC day named ``<table>_pYYYYMMDD``; a DEFAULT partition holds what
 no day partition covers (the rows stored before migration 0008, and any day that had none when its rows came).
+Node postings are partitioned by block (``POSTING_BLOCKS`` blocks of cycle slots each, ``<table>_b<first block>``),
+created two ranges ahead of the cycles' sequence and dropped once no retained cycle has a slot in the range.
 
 Dropping a day of calls drops a stretch of the audit chain. It is done only when that stretch is a prefix of what
 remains (no call stored before it is left anywhere), after verifying it from the last checkpoint, and it leaves a
@@ -15,6 +17,7 @@ demo) has no partitions: every function here is a no-op there, and retention del
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from itertools import repeat
@@ -23,10 +26,11 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Model
 from django.utils import timezone
 
-from dashboard.models import AuditCheckpoint, SchedulingCycle, VerbCall
+from dashboard.models import AuditCheckpoint, NodePosting, SchedulingCycle, VerbCall
 from dashboard.placements.models import PlacementObservation
 from dashboard.services.audit_chain import GENESIS, ChainReport, ChainWalk, chain_walk, latest_checkpoint
 from dashboard.services.node_tallies import NodeCounts, day_tallies_forget, tallies_subtract_day, tally_preferred
+from dashboard.services.record_writes import POSTING_BITS
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +88,98 @@ def day_partitions(model: type[Model]) -> list[DayPartition]:
     return sorted(found, key=lambda p: p.day)
 
 
+POSTING_BLOCKS = 4096
+"""``NodePosting`` blocks per partition of postings (256 cycle slots a block): a range is dropped once no retained
+cycle has a slot in it."""
+_POSTING_BOUND = re.compile(r"FROM \('?(-?\d+)'?\) TO \('?(-?\d+)'?\)")
+
+
+@dataclass(frozen=True, slots=True)
+class BlockRange:
+    table: str
+    start: int
+    end: int
+
+
+def posting_ranges() -> list[BlockRange]:
+    """The partitions of ``NodePosting`` by block range, lowest first."""
+    parent = NodePosting._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i "
+            "JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = %s::regclass",
+            [parent],
+        )
+        rows = cursor.fetchall()
+    found = []
+    for name, bound in rows:
+        if (match := _POSTING_BOUND.search(bound or "")) is not None:
+            found.append(BlockRange(name, int(match[1]), int(match[2])))
+    return sorted(found, key=lambda r: r.start)
+
+
+def _last_cycle_id() -> int:
+    """The last id the cycles' sequence gave (candidate slots come from it too): 0 before the first."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence(%s, 'id')::regclass), 0)",
+            [SchedulingCycle._meta.db_table],
+        )
+        return int(cursor.fetchone()[0])
+
+
+def _posting_ranges_ensure() -> list[str]:
+    """The range of postings the next cycles write to, and the one after it."""
+    parent = NodePosting._meta.db_table
+    block = _last_cycle_id() // POSTING_BITS
+    have = {r.start for r in posting_ranges()}
+    created = []
+    for k in range(2):
+        start = (block // POSTING_BLOCKS + k) * POSTING_BLOCKS
+        name = f"{parent}_b{start}"
+        if start in have:
+            continue
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT 1 FROM {parent}_default WHERE block >= %s AND block < %s LIMIT 1",  # noqa: S608
+                [start, start + POSTING_BLOCKS],
+            )
+            if cursor.fetchone() is not None:
+                continue  # the slots went on in DEFAULT meanwhile: they stay there
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(
+                    f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF {parent} FOR VALUES FROM (%s) TO (%s)",
+                    [start, start + POSTING_BLOCKS],
+                )
+        except DatabaseError as exc:
+            log.warning("postings partition %s not created: %s", name, exc)
+            continue
+        created.append(name)
+    return created
+
+
+def _posting_ranges_drop() -> list[str]:
+    """Drop the ranges of postings below every retained cycle's slot (below the next cycle's, when none is left)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT min(candidate_slot) FROM {SchedulingCycle._meta.db_table}")  # noqa: S608
+        lowest = cursor.fetchone()[0]
+    if lowest is None:
+        lowest = _last_cycle_id() + 1
+    dropped = []
+    for posting_range in posting_ranges():
+        if posting_range.end * POSTING_BITS > lowest:
+            break
+        _drop(posting_range.table, NodePosting._meta.db_table)
+        dropped.append(posting_range.table)
+    with connection.cursor() as cursor:  # the postings stored before migration 0008: once, row by row
+        cursor.execute(
+            f"DELETE FROM {NodePosting._meta.db_table}_default WHERE block < %s",  # noqa: S608
+            [lowest // POSTING_BITS],
+        )
+    return dropped
+
+
 def _default_has_rows(parent: str, key: str, partition: DayPartition) -> bool:
     with connection.cursor() as cursor:
         cursor.execute(
@@ -122,7 +218,7 @@ def partitions_ensure(*, today: date | None = None, days_ahead: int = DAYS_AHEAD
                 log.warning("day partition %s not created: %s", partition.table, exc)
                 continue
             created.append(partition.table)
-    return created
+    return [*created, *_posting_ranges_ensure()]
 
 
 @dataclass(slots=True)
@@ -216,6 +312,7 @@ def partitions_drop(*, older_than: datetime, tallies: dict[str, NodeCounts], chu
             )
         _drop(partition.table, SchedulingCycle._meta.db_table)
         dropped.tables.append(partition.table)
+    dropped.tables += _posting_ranges_drop()
     return dropped
 
 

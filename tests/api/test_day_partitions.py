@@ -14,6 +14,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from dashboard.filters import cycles_considering
 from dashboard.models import (
     AuditCheckpoint,
     NodeDayReasonTally,
@@ -23,7 +24,7 @@ from dashboard.models import (
     SchedulingCycle,
     VerbCall,
 )
-from dashboard.services import audit_chain
+from dashboard.services import audit_chain, partitions
 from dashboard.services.audit_chain import audit_chain_verify
 from dashboard.services.cycles import cycles_ingest_events
 from dashboard.services.node_tallies import node_tallies_rebuild
@@ -103,7 +104,8 @@ def test_ensure_creates_today_and_the_days_ahead_once_and_rows_land_in_their_day
         for table in ("dashboard_schedulingcycle", "dashboard_verbcall")
         for offset in range(3)
     }
-    assert set(created) == expected
+    assert {name for name in created if "nodeposting" not in name} == expected
+    assert any(name.startswith("dashboard_nodeposting_b") for name in created)  # the next ranges of slots
     assert partitions_ensure(today=TODAY, days_ahead=2) == []
     cycles_ingest_events(events=_events("now", timezone.now()))
     cycle = SchedulingCycle.objects.get(pod_uid="now")
@@ -196,3 +198,27 @@ def test_the_per_node_counts_lose_exactly_what_the_dropped_days_had_added(stored
     node_tallies_rebuild()  # an independent recount from the retained record
     assert (_node_rows(), _reason_rows()) == kept
     assert not NodeDayTally.objects.filter(day__lt=TODAY).exists()
+
+
+def test_postings_go_by_range_once_no_retained_cycle_has_a_slot_in_it(stored_at, kube_scheduler, monkeypatch):
+    monkeypatch.setattr(partitions, "POSTING_BLOCKS", 1)  # ranges of one block (256 slots), to fill one here
+    sequence = "pg_get_serial_sequence('dashboard_schedulingcycle', 'id')"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT setval({sequence}, 100 * 256)")  # the next cycles take slots of block 100
+    partitions_ensure(today=OLD_DAY, days_ahead=0)
+    stored_at(_noon(OLD_DAY))
+    old = kube_scheduler.schedule(at=_noon(OLD_DAY), name="old", nodes=NODES)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT setval({sequence}, 101 * 256)")  # block 101 for the next
+    partitions_ensure(today=TODAY, days_ahead=0)
+    stored_at(timezone.now())
+    new = kube_scheduler.schedule(at=timezone.now(), name="new", nodes=NODES)
+    assert (old.candidate_slot // 256, new.candidate_slot // 256) == (100, 101)
+    assert {r.start for r in partitions.posting_ranges()} >= {100, 101}
+
+    result = cycles_prune(older_than=CUT)
+
+    assert "dashboard_nodeposting_b100" in result.partitions_dropped
+    assert {r.start for r in partitions.posting_ranges()} >= {101}
+    considering = cycles_considering(SchedulingCycle.objects.all(), "node-1")
+    assert list(considering.values_list("pod_name", flat=True)) == ["new"]
