@@ -1,6 +1,8 @@
 """Human units for reasons and explanations (decimal, like network gear and Prometheus dashboards)."""
 
 _UNITS = ("B", "kB", "MB", "GB", "TB", "PB")
+MB = 1_000_000
+"""Bytes in a (decimal) megabyte: what-if thresholds are given in MB/s."""
 
 
 def human_bytes(value: float) -> str:

@@ -18,8 +18,7 @@ from scheduler_core.answer import ANSWER_SCALES
 from scheduler_core.plugins import FILTER_PLUGINS, SCORE_PLUGINS
 from scheduler_core.profiles import MAX_WEIGHT
 from scheduler_core.replay import Scenario, scenario_from_profile
-
-MB = 1_000_000
+from scheduler_core.units import MB
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from scheduler_core.replay import (
     Scenario,
     scenario_from_profile,
 )
+from scheduler_core.units import MB
 
 
 def window_seconds_of(description: Mapping[str, Any] | None) -> int:
@@ -54,9 +55,6 @@ def recorded_scenario(
     if answer_scale:
         scenario = replace(scenario, answer_scale=answer_scale)
     return replace(scenario, window_seconds=window_seconds_of(description))
-
-
-MB = 1_000_000
 
 
 def candidate_description(description: Mapping[str, Any], *, source: str) -> CandidateDescription:
