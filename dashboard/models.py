@@ -296,7 +296,11 @@ class NodeTally(models.Model):
     node = models.CharField(max_length=253, unique=True)
     considered = models.PositiveBigIntegerField(default=0, help_text="Filter calls that listed the node.")
     filtered_out = models.PositiveBigIntegerField(default=0, help_text="Filter calls that excluded it.")
-    placements = models.PositiveBigIntegerField(default=0, help_text="Successful binds to it.")
+    placements = models.PositiveBigIntegerField(
+        default=0,
+        help_text="Cycles bound to it (SchedulingCycle.chosen_node of a bound cycle): by schedlens, or by "
+        "kube-scheduler as the placement watcher saw.",
+    )
     preferred = models.PositiveBigIntegerField(
         default=0,
         db_default=0,  # rows written by code that predates the column (a rolling upgrade) get it too
@@ -341,8 +345,8 @@ class NodeReasonTally(models.Model):
 
 
 class NodeDayTally(models.Model):
-    """What the calls stored on one day (UTC, their ``recorded_at``) added to ``NodeTally``'s call counts: what
-    dropping that day's partition of calls takes off again without reading its calls
+    """What the calls stored on one day (UTC, their ``recorded_at``) added to ``NodeTally``'s call counts (considered,
+    filtered out): what dropping that day's partition of calls takes off again without reading its calls
     (``dashboard.services.partitions``). Written by the ingester beside ``NodeTally``; used on PostgreSQL only, where
     days are dropped whole."""
 
@@ -350,7 +354,6 @@ class NodeDayTally(models.Model):
     node = models.CharField(max_length=253)
     considered = models.PositiveBigIntegerField(default=0)
     filtered_out = models.PositiveBigIntegerField(default=0)
-    placements = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["day", "node"], name="nodedaytally_day_node")]

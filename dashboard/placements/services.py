@@ -19,6 +19,8 @@ from django.utils import timezone
 
 from dashboard.models import Outcome, SchedulingCycle
 from dashboard.placements.models import ObservationKind, PlacementObservation
+from dashboard.services.cycles import lock_pods
+from dashboard.services.node_tallies import tally_placement
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +116,14 @@ def _matching_cycle(observation: PlacementObservation) -> SchedulingCycle | None
 def _apply(observation: PlacementObservation) -> int:
     cycles = SchedulingCycle.objects.filter(pk=observation.cycle_id)
     if observation.kind == ObservationKind.BOUND:
-        # Only a cycle that names no node yet: when schedlens bound the pod itself its record already says where.
-        concluded = cycles.filter(chosen_node="").update(chosen_node=observation.node, outcome=Outcome.BOUND)
+        with transaction.atomic():
+            # The ingester's lock on the pod: a late call it folds into the cycle re-derives the same columns, and
+            # the per-node placements must follow whichever writes last.
+            lock_pods([observation.pod_uid])
+            # Only a cycle that names no node yet: when schedlens bound the pod itself its record already says where.
+            concluded = cycles.filter(chosen_node="").update(chosen_node=observation.node, outcome=Outcome.BOUND)
+            if concluded:
+                tally_placement(observation.node)
         if concluded and observation.cycle_id is not None:
             _explain(observation.cycle_id)
         return concluded

@@ -29,7 +29,7 @@ from dashboard.models import Outcome, SchedulingCycle, VerbCall
 from dashboard.services.audit_chain import ChainAppender, audit_chain_open, call_content
 from dashboard.services.cycle_summary import SUMMARY_FIELDS, candidates, summarize
 from dashboard.services.new_calls import NewCall, Summary, build_call, when
-from dashboard.services.node_tallies import BatchTallies
+from dashboard.services.node_tallies import BatchTallies, placed_node
 from dashboard.services.record_writes import (
     call_row,
     insert_calls,
@@ -216,16 +216,20 @@ class _Fold:
     new_cycles: list[SchedulingCycle] = field(default_factory=list)
     touched: dict[int, SchedulingCycle] = field(default_factory=dict)
     """Stored cycles a new call joined (by id): their summary columns are written again."""
-    preferred_before: dict[int, str] = field(default_factory=dict)
-    """Their preferred node as stored, before the batch re-derived it (node counts)."""
+    before: dict[int, tuple[str, str]] = field(default_factory=dict)
+    """Their preferred and placed nodes as stored, before the batch re-derived them (node counts)."""
     joined: list[tuple[SchedulingCycle, _Call]] = field(default_factory=list)
 
-    def count_preferred(self, tallies: BatchTallies) -> None:
-        """The cycles' preferred nodes into the node counts: each new cycle's, and each stored one's change."""
+    def count_cycles(self, tallies: BatchTallies) -> None:
+        """The cycles' preferred and placed nodes into the node counts: each new cycle's, each stored one's change."""
         for cycle in self.new_cycles:
-            tallies.prefer("", cycle.preferred_node)
+            tallies.move(("", ""), _counted(cycle))
         for pk, cycle in self.touched.items():
-            tallies.prefer(self.preferred_before[pk], cycle.preferred_node)
+            tallies.move(self.before[pk], _counted(cycle))
+
+
+def _counted(cycle: SchedulingCycle) -> tuple[str, str]:
+    return cycle.preferred_node, placed_node(cycle.outcome, cycle.chosen_node)
 
 
 def cycles_ingest_events(*, events: Iterable[VerbEvent]) -> int:
@@ -247,7 +251,7 @@ def ingest_calls(calls: Sequence[NewCall]) -> int:
         # Taken first: serializes ingesters, so the hash chain follows id order (dashboard.services.audit_chain).
         chain = audit_chain_open()
         if postgres:
-            _lock_pods(ordered)
+            lock_pods(c.pod_uid for c in ordered)
         fresh = _not_stored_yet(ordered)
         if not fresh:
             return 0
@@ -256,7 +260,7 @@ def ingest_calls(calls: Sequence[NewCall]) -> int:
         insert_cycles(fold.new_cycles)  # before the calls that point at them
         shared_parts_upsert([call for call in fresh if call.shared_part is not None])
         rows, tallies = _sealed_rows(fold, chain)
-        fold.count_preferred(tallies)
+        fold.count_cycles(tallies)
         insert_calls(rows, recorded_at=chain.recorded_at)
         if fold.touched:
             SchedulingCycle.objects.bulk_update(list(fold.touched.values()), SUMMARY_FIELDS)
@@ -268,11 +272,12 @@ def ingest_calls(calls: Sequence[NewCall]) -> int:
     return len(fold.joined)
 
 
-def _lock_pods(calls: Sequence[NewCall]) -> None:
-    """PostgreSQL: serialize ingesters per pod, so that two replicas cannot both open a cycle for it. One round
-    trip, the locks taken in sorted order (every ingester sorts alike, so none waits in a cycle)."""
-    uids = sorted({c.pod_uid for c in calls if c.pod_uid})
-    if uids:
+def lock_pods(pod_uids: Iterable[str]) -> None:
+    """PostgreSQL: serialize the writers of a pod's cycles (ingesters, the placement watcher) until the transaction
+    ends, so that two replicas cannot both open a cycle for it. One round trip, the locks taken in sorted order (every
+    writer sorts alike, so none waits in a cycle)."""
+    uids = sorted({uid for uid in pod_uids if uid})
+    if uids and connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT count(pg_advisory_xact_lock(hashtext(u))) FROM unnest(%s::text[]) AS u", [uids])
 
@@ -307,7 +312,7 @@ def _fold(fresh: Sequence[NewCall], *, postgres: bool) -> _Fold:
             fold.new_cycles.append(cycle)
         elif cycle.pk is not None and cycle.pk not in fold.touched:
             fold.touched[cycle.pk] = cycle
-            fold.preferred_before[cycle.pk] = cycle.preferred_node
+            fold.before[cycle.pk] = _counted(cycle)
         if new.pod_name and not cycle.pod_name:
             cycle.pod_namespace, cycle.pod_name = new.pod_namespace, new.pod_name
         call = _Call(new.summary, new=new)

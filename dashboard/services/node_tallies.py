@@ -3,12 +3,14 @@ they were filtered out, is one indexed read each.
 
 A call adds to the counts when it is chained (``audit_chain``), and the same function takes it off again when it
 is pruned (``retention``): the counts always cover exactly the calls the database still holds. Only answered
-filters and binds count: a filter's candidates were *considered*, its failed nodes *filtered out*, each for the
-reasons its plugins gave (one count per node, plugin and reason); a successful bind is a *placement*.
+filters count: a filter's candidates were *considered*, its failed nodes *filtered out*, each for the reasons its
+plugins gave (one count per node, plugin and reason).
 
-*Preferred* counts cycles, not calls: a cycle's highest-scored node (``SchedulingCycle.preferred_node``) is derived
-from its calls together, and re-derived when a late call joins it. The ingester adds each new cycle's and moves each
-re-derived one's (:meth:`BatchTallies.prefer`), the pruner takes off the deleted cycles' (:func:`tally_preferred`).
+*Preferred* and *placements* count cycles, not calls: a cycle's highest-scored node (``preferred_node``) and the node
+it was bound to (``chosen_node`` of a ``bound`` cycle, whether schedlens bound it or the placement watcher saw
+kube-scheduler do it) are derived from its calls together, re-derived when a late call joins it, and concluded by the
+watcher. The ingester adds each new cycle's and moves each re-derived one's (:meth:`BatchTallies.move`), the watcher
+adds the placements it concludes, the pruner takes off the deleted cycles' (:func:`tally_cycles`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from dashboard.models import (
     NodeDayTally,
     NodeReasonTally,
     NodeTally,
+    Outcome,
     SchedulingCycle,
     VerbCall,
     shared_part_data,
@@ -116,8 +119,8 @@ def tally_call(tallies: dict[str, NodeCounts], values: Mapping[str, Any]) -> Non
             tally.filtered_out += 1
             tally.count_reasons(verdicts)
     elif not values["error"] and record.get("node"):
-        tallies.setdefault(record["node"], NodeCounts()).placements += 1
         touched = [record["node"]]
+        tallies.setdefault(record["node"], NodeCounts())
     at = values["started_at"]
     for node in touched:
         tally = tallies[node]
@@ -125,11 +128,24 @@ def tally_call(tallies: dict[str, NodeCounts], values: Mapping[str, Any]) -> Non
             tally.last_seen_at = at
 
 
-def tally_preferred(tallies: dict[str, NodeCounts], preferred_nodes: Iterable[str]) -> None:
-    """What cycles (their ``preferred_node``s, "" none) add to the per-node counts (the pruner subtracts it)."""
-    for node in preferred_nodes:
-        if node:
-            tallies.setdefault(node, NodeCounts()).preferred += 1
+def placed_node(outcome: str, chosen_node: str) -> str:
+    """The node a cycle counts a placement for ("" none)."""
+    return chosen_node if outcome == Outcome.BOUND else ""
+
+
+def tally_cycles(tallies: dict[str, NodeCounts], cycles: Iterable[tuple[str, str, str]], times: int = 1) -> None:
+    """What cycles ((preferred_node, outcome, chosen_node) each, ``times`` over) add to the per-node counts (the
+    pruner subtracts it)."""
+    for preferred, outcome, chosen in cycles:
+        if preferred:
+            tallies.setdefault(preferred, NodeCounts()).preferred += times
+        if placed := placed_node(outcome, chosen):
+            tallies.setdefault(placed, NodeCounts()).placements += times
+
+
+def tally_placement(node: str) -> None:
+    """The placement watcher concluded a cycle bound to ``node`` (kube-scheduler bound the pod)."""
+    tallies_add({node: NodeCounts(placements=1)})
 
 
 def tallies_merge(into: dict[str, NodeCounts], more: Mapping[str, NodeCounts]) -> None:
@@ -203,13 +219,20 @@ def tallies_add(tallies: Mapping[str, NodeCounts], *, day: date | None = None) -
     _upsert(
         NodeTally._meta.db_table,
         ["node", "considered", "filtered_out", "placements", "preferred", "last_seen_at"],
-        [(n, t.considered, t.filtered_out, t.placements, max(t.preferred, 0), t.last_seen_at) for n, t in items],
+        [
+            (n, t.considered, t.filtered_out, max(t.placements, 0), max(t.preferred, 0), t.last_seen_at)
+            for n, t in items
+        ],
         f"ON CONFLICT ({node}) DO UPDATE SET {updates}, {newest}",
     )
-    # A stored cycle whose preference a late call moved: never below zero, never an insert (the node was counted).
+    # A stored cycle whose preference or placement a late call moved: never below zero, never an insert (the node
+    # was counted).
     for name, tally in items:
-        if tally.preferred < 0:
-            NodeTally.objects.filter(node=name).update(preferred=Greatest(F("preferred") + tally.preferred, 0))
+        if tally.preferred < 0 or tally.placements < 0:
+            NodeTally.objects.filter(node=name).update(
+                preferred=Greatest(F("preferred") + min(tally.preferred, 0), 0),
+                placements=Greatest(F("placements") + min(tally.placements, 0), 0),
+            )
     reasons = q(NodeReasonTally._meta.db_table)
     _upsert(
         NodeReasonTally._meta.db_table,
@@ -223,12 +246,12 @@ def tallies_add(tallies: Mapping[str, NodeCounts], *, day: date | None = None) -
 def _day_tallies_add(tallies: Mapping[str, NodeCounts], day: date) -> None:
     q = connection.ops.quote_name
     table = q(NodeDayTally._meta.db_table)
-    counters = [q(name) for name in ("considered", "filtered_out", "placements")]
+    counters = [q(name) for name in ("considered", "filtered_out")]
     items = sorted(tallies.items())
     _upsert(
         NodeDayTally._meta.db_table,
-        ["day", "node", "considered", "filtered_out", "placements"],
-        [(day, n, t.considered, t.filtered_out, t.placements) for n, t in items if t.considered or t.placements],
+        ["day", "node", "considered", "filtered_out"],
+        [(day, n, t.considered, t.filtered_out) for n, t in items if t.considered or t.filtered_out],
         f"ON CONFLICT ({q('day')}, {q('node')}) DO UPDATE SET "
         + ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in counters),
     )
@@ -249,8 +272,7 @@ def tallies_subtract_day(day: date) -> None:
         cursor.execute(
             f"UPDATE {NodeTally._meta.db_table} AS t SET "  # noqa: S608
             "considered = GREATEST(t.considered - d.considered, 0), "
-            "filtered_out = GREATEST(t.filtered_out - d.filtered_out, 0), "
-            "placements = GREATEST(t.placements - d.placements, 0) "
+            "filtered_out = GREATEST(t.filtered_out - d.filtered_out, 0) "
             f"FROM {NodeDayTally._meta.db_table} AS d WHERE d.day = %s AND d.node = t.node",
             [day],
         )
@@ -316,11 +338,10 @@ def node_tallies_rebuild() -> int:
         for day_tallies in by_day.values():
             for name, counts in day_tallies.items():
                 tallies_merge(tallies, {name: replace(counts, reasons=dict(counts.reasons or {}) or None)})
-        preferred = (
-            SchedulingCycle.objects.exclude(preferred_node="").values_list("preferred_node").annotate(Count("id"))
-        )
-        for name, cycles in preferred:
-            tallies.setdefault(name, NodeCounts()).preferred = cycles
+        for preferred, outcome, chosen, cycles in SchedulingCycle.objects.values_list(
+            "preferred_node", "outcome", "chosen_node"
+        ).annotate(Count("id")):
+            tally_cycles(tallies, [(preferred, outcome, chosen)], cycles)
         NodeTally.objects.all().delete()
         NodeReasonTally.objects.all().delete()
         NodeDayTally.objects.all().delete()
@@ -348,6 +369,7 @@ class BatchTallies:
     filtered_out: Counter[int] = field(default_factory=Counter)
     """A filter's failures, {node: {plugin: reason}} (by ``id``) → how many filter calls had them."""
     placements: Counter[str] = field(default_factory=Counter)
+    """The change in cycles placed on each node (:meth:`move`)."""
     preferred: Counter[str] = field(default_factory=Counter)
     """The change in cycles preferring each node (:meth:`prefer`)."""
     seen: dict[int | str, datetime] = field(default_factory=dict)
@@ -373,9 +395,18 @@ class BatchTallies:
             self.seen.pop(nodes, None)
             self.seen[nodes] = call.at  # calls come in time order: the latest wins
         elif call.verb == "bind" and not call.error and call.summary.bind_node:
-            self.placements[call.summary.bind_node] += 1
             self.seen.pop(call.summary.bind_node, None)
             self.seen[call.summary.bind_node] = call.at
+
+    def move(self, before: tuple[str, str], after: tuple[str, str]) -> None:
+        """A cycle of the batch preferred and was placed on ``before`` (nodes, "" none, or a new cycle's) and now
+        on ``after``."""
+        self.prefer(before[0], after[0])
+        if before[1] != after[1]:
+            if before[1]:
+                self.placements[before[1]] -= 1
+            if after[1]:
+                self.placements[after[1]] += 1
 
     def prefer(self, before: str, after: str) -> None:
         """A cycle of the batch preferred ``before`` ("" none, or a new cycle) and now prefers ``after``."""
@@ -415,12 +446,13 @@ class BatchTallies:
         self, considered: Counter[str], filtered_out: Counter[str], last_seen: dict[str, datetime]
     ) -> dict[str, NodeCounts]:
         preferred = {name: change for name, change in self.preferred.items() if change}
-        names = set(considered) | set(filtered_out) | set(self.placements) | set(preferred)
+        placements = {name: change for name, change in self.placements.items() if change}
+        names = set(considered) | set(filtered_out) | set(placements) | set(preferred)
         return {
             name: NodeCounts(
                 considered.get(name, 0),
                 filtered_out.get(name, 0),
-                self.placements.get(name, 0),
+                placements.get(name, 0),
                 last_seen.get(name),
                 preferred.get(name, 0),
             )

@@ -20,7 +20,6 @@ import logging
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from itertools import repeat
 
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Model
@@ -29,7 +28,7 @@ from django.utils import timezone
 from dashboard.models import AuditCheckpoint, NodePosting, SchedulingCycle, VerbCall
 from dashboard.placements.models import PlacementObservation
 from dashboard.services.audit_chain import GENESIS, ChainReport, ChainWalk, chain_walk, latest_checkpoint
-from dashboard.services.node_tallies import NodeCounts, day_tallies_forget, tallies_subtract_day, tally_preferred
+from dashboard.services.node_tallies import NodeCounts, day_tallies_forget, tallies_subtract_day, tally_cycles
 from dashboard.services.record_writes import POSTING_BITS
 
 log = logging.getLogger(__name__)
@@ -261,7 +260,7 @@ def _stored_before_elsewhere(table: str, high: int) -> bool:
 def partitions_drop(*, older_than: datetime, tallies: dict[str, NodeCounts], chunk_size: int) -> PartitionsDropped:
     """Drop the days of calls and cycles wholly older than ``older_than``; the caller holds the chain lock in its
     transaction. The per-node counts lose what the dropped calls had added (kept per day: ``tallies_subtract_day``);
-    what the dropped cycles had added (their preferred nodes) is added to ``tallies`` for the caller to take off.
+    what the dropped cycles had added (preferred and placed nodes) is added to ``tallies`` for the caller to take off.
 
     Stops at a day of calls that does not verify (``broken``): nothing of it, nor any cycle, is dropped.
     """
@@ -301,11 +300,12 @@ def partitions_drop(*, older_than: datetime, tallies: dict[str, NodeCounts], chu
             break
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT preferred_node, count(*) FROM {partition.table} GROUP BY preferred_node"  # noqa: S608
+                f"SELECT preferred_node, outcome, chosen_node, count(*) FROM {partition.table} "  # noqa: S608
+                "GROUP BY preferred_node, outcome, chosen_node"
             )
-            for node, cycles in cursor.fetchall():
+            for preferred, outcome, chosen, cycles in cursor.fetchall():
                 dropped.cycles += cycles
-                tally_preferred(tallies, repeat(node, cycles))
+                tally_cycles(tallies, [(preferred, outcome, chosen)], cycles)
             cursor.execute(
                 f"UPDATE {PlacementObservation._meta.db_table} SET cycle_id = NULL "  # noqa: S608
                 f"WHERE cycle_id IN (SELECT id FROM {partition.table})"

@@ -18,7 +18,7 @@ from django.utils import timezone
 from dashboard.models import AuditCheckpoint, SchedulingCycle, SharedPart, VerbCall
 from dashboard.services.audit_chain import GENESIS, ChainReport, ChainWalk, chain_walk, latest_checkpoint
 from dashboard.services.chain_lock import lock_chain
-from dashboard.services.node_tallies import NodeCounts, tallies_subtract, tally_preferred
+from dashboard.services.node_tallies import NodeCounts, tallies_subtract, tally_cycles
 from dashboard.services.partitions import PartitionsDropped, RowByRow, is_partitioned, partitions_drop, row_by_row
 
 
@@ -103,9 +103,9 @@ def cycles_prune(*, older_than: datetime, dry_run: bool = False, batch_size: int
         calls_deleted, _ = VerbCall.objects.filter(id__lt=boundary).delete()
         cycles_deleted = 0
         doomed = SchedulingCycle.objects.filter(started_at__lt=older_than, calls__isnull=True)
-        while found := list(doomed.values_list("id", "preferred_node")[:batch_size]):
-            tally_preferred(removed, (preferred for _, preferred in found))
-            ids = [cycle_id for cycle_id, _ in found]
+        while found := list(doomed.values_list("id", "preferred_node", "outcome", "chosen_node")[:batch_size]):
+            tally_cycles(removed, (counted for _, *counted in found))
+            ids = [cycle_id for cycle_id, *_ in found]
             cycles_deleted += SchedulingCycle.objects.filter(id__in=ids).delete()[1].get(SchedulingCycle._meta.label, 0)
         if walk.last_id is not None:
             AuditCheckpoint.objects.create(

@@ -11,6 +11,8 @@ from importlib import import_module
 import pytest
 
 from dashboard.models import NodeReasonTally, NodeTally, SchedulingCycle, VerbCall
+from dashboard.placements.models import ObservationKind
+from dashboard.placements.services import placements_record
 from dashboard.services.cycles import cycles_ingest_events, ingest_calls
 from dashboard.services.new_calls import build_call
 from dashboard.services.node_tallies import node_tallies_rebuild
@@ -144,3 +146,37 @@ def test_migration_0007_backfills_the_record_stored_before_it_as_the_ingester_co
     backfill(apps, None)
     assert counted_reasons() == reasons
     assert counted_preferred() == preferred
+
+
+def counted_placements() -> dict[str, int]:
+    return {t.node: t.placements for t in NodeTally.objects.all() if t.placements}
+
+
+def recounted_placements() -> dict[str, int]:
+    bound = SchedulingCycle.objects.filter(outcome="bound").exclude(chosen_node="")
+    return dict(Counter(bound.values_list("chosen_node", flat=True)))
+
+
+@pytest.mark.django_db
+def test_placements_count_bound_cycles_whoever_bound_them_and_go_with_the_cycles(kube_scheduler):
+    # One pod bound by schedlens, one that kube-scheduler bound itself: the placement watcher concludes its cycle.
+    kube_scheduler.schedule(at=T0, name="ours", nodes=NODES)
+    theirs = kube_scheduler.schedule(at=T0 + MINUTE, name="theirs", nodes=NODES, bind=False)
+    assert theirs.chosen_node == ""
+    placements_record(
+        key="bound:theirs",
+        kind=ObservationKind.BOUND,
+        pod_uid=theirs.pod_uid,
+        pod_namespace=theirs.pod_namespace,
+        pod_name=theirs.pod_name,
+        node="node-3",
+        occurred_at=(T0 + MINUTE + timedelta(seconds=1)).timestamp(),
+    )
+
+    assert counted_placements() == recounted_placements()
+    assert counted_placements().get("node-3", 0) >= 1
+    nodes = node_rows()
+    node_tallies_rebuild()
+    assert node_rows() == nodes
+    cycles_prune(older_than=T0 + DAY)
+    assert counted_placements() == {}

@@ -466,9 +466,10 @@ def test_traffic_scores_that_are_not_computed_from_the_raw_figures_read_back_exa
 @pytest.mark.django_db
 def test_the_node_counts_of_a_batch_are_what_its_calls_count_one_by_one():
     """The ingester counts a batch's calls a distinct list at a time; pruning subtracts them a call at a time
-    (``audit.tally_call``): both must give the same counts and last-seen times."""
-    from dashboard.models import NodeTally
-    from dashboard.services.node_tallies import NodeCounts, tally_call
+    (``audit.tally_call``) and its cycles' placements (``tally_cycles``): both must give the same counts and
+    last-seen times."""
+    from dashboard.models import NodeTally, SchedulingCycle
+    from dashboard.services.node_tallies import NodeCounts, tally_call, tally_cycles
 
     extender, cluster = demo_extender(60, without_metrics=2)
     rng = random.Random(13)
@@ -492,6 +493,8 @@ def test_the_node_counts_of_a_batch_are_what_its_calls_count_one_by_one():
     for call in VerbCall.objects.order_by("id"):
         values = {"http_status": call.http_status, "verb": call.verb, "error": call.error}
         tally_call(expected, values | {"started_at": call.started_at, "record": call.record})
+    # Placements (and preferences) count cycles, as the pruner takes them off.
+    tally_cycles(expected, SchedulingCycle.objects.values_list("preferred_node", "outcome", "chosen_node"))
     stored = {t.node: (t.considered, t.filtered_out, t.placements, t.last_seen_at) for t in NodeTally.objects.all()}
     assert stored == {n: (c.considered, c.filtered_out, c.placements, c.last_seen_at) for n, c in expected.items()}
     assert any(c.placements for c in expected.values()), "binds were counted"
