@@ -5,9 +5,10 @@ its cycle: only there are the cycle's filter and prioritize records together (an
 verb) and its id known, for the link. When kube-scheduler bound the pod itself, by the placement watcher
 (``dashboard.placements.services``) once the observation concludes the cycle. Never on a verb's request path:
 they only put a job in a bounded queue; one daemon thread per process computes the summary
-(``scheduler_core.explain``) and writes the Event through ``scheduler_core.kube_events.KubernetesEventWriter`` with a
-short timeout. A full queue, a refusing or slow API server drops the Event and counts it in
-``schedlens_pod_events_dropped_total{reason}``; each failure kind is logged once per process, nothing is raised.
+(``scheduler_core.explain.explain_summary``: the explanation's own summary, explaining only the nodes it names) and
+writes the Event through ``scheduler_core.kube_events.KubernetesEventWriter`` with a short timeout. A full queue, a
+refusing or slow API server drops the Event and counts it in ``schedlens_pod_events_dropped_total{reason}``; each
+failure kind is logged once per process, nothing is raised.
 
 ``SCHEDLENS_POD_EVENTS`` (on unless ``SCHEDLENS_BIND_MODE=simulated``) turns it off.
 """
@@ -233,9 +234,9 @@ def explained_bind(*, cycle: SchedulingCycle, records: dict[str, Any]) -> None:
     chosen_node, error, profile = cycle.chosen_node, cycle.error, cycle.profile
 
     def summary() -> str:
-        from dashboard.selectors import records_explanation
+        from dashboard.selectors import records_summary
 
-        return records_explanation(records=records, chosen_node=chosen_node, error=error, profile=profile).summary
+        return records_summary(records=records, chosen_node=chosen_node, error=error, profile=profile)
 
     job = PodEventJob(
         namespace=cycle.pod_namespace,

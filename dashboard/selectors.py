@@ -15,7 +15,7 @@ from django.db.models import Prefetch, QuerySet
 
 from dashboard.models import SchedulingCycle, VerbCall
 from dashboard.runtime import configured_profiles
-from scheduler_core.explain import Explanation, explain
+from scheduler_core.explain import Explanation, explain, explain_summary
 from scheduler_core.profiles import ProfileError
 from scheduler_core.recompute import Mismatch, recompute_explanation
 
@@ -63,6 +63,17 @@ def cycle_explanation(*, cycle: SchedulingCycle) -> Explanation:
 def records_explanation(*, records: Mapping[str, Any], chosen_node: str, error: str, profile: str) -> Explanation:
     """Explain a cycle from its answered calls' records by verb (as ``cycle_explanation`` collects them)."""
     return explain(
+        filter_record=records.get("filter"),
+        prioritize_record=records.get("prioritize"),
+        chosen_node=chosen_node,
+        error=error,
+        traffic_window_minutes=_traffic_window_minutes(profile),
+    )
+
+
+def records_summary(*, records: Mapping[str, Any], chosen_node: str, error: str, profile: str) -> str:
+    """``records_explanation(...).summary``, the same text, without explaining every node (the pod's Event)."""
+    return explain_summary(
         filter_record=records.get("filter"),
         prioritize_record=records.get("prioritize"),
         chosen_node=chosen_node,

@@ -7,7 +7,7 @@ cycle the same way without a database. A record that cannot be read (a refused c
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -28,13 +28,9 @@ from scheduler_core.figures import (
     measured_leader,
     resource_arithmetic,
     resource_figures,
-    seconds_text,
 )
 from scheduler_core.record import NODE_CACHE, FilterRecord, PluginScores, PrioritizeRecord
-from scheduler_core.units import human_bytes
-
-MAX_LISTED_EXCLUSIONS = 5
-"""The summary names this many excluded nodes, then says how many more; the structure has them all."""
+from scheduler_core.summary import Summary, summarize
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,211 +205,123 @@ def _traffic_of(
     return None
 
 
-def _node_explanations(
-    filtered: FilterRecord | None, prioritize: PrioritizeRecord | None, bounds: tuple[float, float] | None
-) -> tuple[NodeExplanation, ...]:
-    candidates = list(filtered.nodes) if filtered is not None else []
-    scored = list(prioritize.nodes) if prioritize is not None else []
-    candidates += [n for n in scored if n not in set(candidates)]
-    index = {n: i for i, n in enumerate(scored)}
-    finals = list(prioritize.final) if prioritize is not None else []
-    ranking = sorted(range(len(scored)), key=lambda i: -finals[i])
-    rank = {scored[i]: position + 1 for position, i in enumerate(ranking)}
-    passed = set(filtered.passed) if filtered is not None else set()
-    unresolvable = set(filtered.unresolvable) if filtered is not None else set()
-    plugin = _traffic_plugin(prioritize)
-    traffic = TrafficColumn(plugin, scored) if plugin is not None else None
-    forced = _forced(prioritize)
-    weight = prioritize.extender_weight if prioritize is not None else 0
+class _Cycle:
+    """A cycle's records read once: what explaining any one of its nodes needs, and what every summary needs
+    (our preferred node, the measured leader, the ranking), without explaining a node yet."""
 
-    explained: list[NodeExplanation] = []
-    for node in candidates:
+    def __init__(self, filtered: FilterRecord | None, prioritize: PrioritizeRecord | None) -> None:
+        self.filtered, self.prioritize = filtered, prioritize
+        self.forced = _forced(prioritize)
+        self.bounds: tuple[float, float] | None = None
+        if prioritize is not None and prioritize.answer_scale == "spread":
+            positions = [i for i, node in enumerate(prioritize.nodes) if node in self.forced]
+            self.bounds = spread_bounds(prioritize.final, positions)
+        candidates = list(filtered.nodes) if filtered is not None else []
+        self.scored = scored = list(prioritize.nodes) if prioritize is not None else []
+        known = set(candidates)
+        self.candidates = candidates + [n for n in scored if n not in known]
+        self.index = {n: i for i, n in enumerate(scored)}
+        finals = list(prioritize.final) if prioritize is not None else []
+        self.ranking = sorted(range(len(scored)), key=lambda i: -finals[i])
+        """Positions in ``scored``, best first (ties keep kube-scheduler's order)."""
+        self.rank = {scored[i]: position + 1 for position, i in enumerate(self.ranking)}
+        self.passed = set(filtered.passed) if filtered is not None else set()
+        self.unresolvable = set(filtered.unresolvable) if filtered is not None else set()
+        self.weight = prioritize.extender_weight if prioritize is not None else 0
+        self._traffic: TrafficColumn | None = None
+        self.preferred = ""
+        if prioritize is not None and prioritize.nodes:
+            self.preferred = prioritize.nodes[prioritize.final.index(max(prioritize.final))]
+        elif filtered is not None and len(filtered.passed) == 1:
+            self.preferred = filtered.passed[0]  # kube-scheduler skips prioritize for a single feasible node
+        self.leader = measured_leader(prioritize, self.forced) if prioritize is not None else ""
+        traffic = _traffic_plugin(prioritize)
+        notes = (filtered.metric_note if filtered else "", traffic.note if traffic else "")
+        self.notes = list(dict.fromkeys(n for n in notes if n))
+
+    def traffic(self) -> TrafficColumn | None:
+        """The ``NetworkTraffic`` column, read the first time a node's terms need it."""
+        plugin = _traffic_plugin(self.prioritize)
+        if plugin is not None and self._traffic is None:
+            self._traffic = TrafficColumn(plugin, self.scored)
+        return self._traffic
+
+    def place(self, node: str) -> tuple[int, int]:
+        """Where ``node`` goes in the explanation: scored nodes by rank, then the ones that passed, then the rest."""
+        rank = self.rank.get(node)
+        if rank is not None:
+            return (0, rank)
+        return (1, 0) if self.filtered is None or node in self.passed else (2, 0)
+
+    def node(self, node: str) -> NodeExplanation:
+        filtered, prioritize = self.filtered, self.prioritize
         failures = filtered.failures.get(node, {}) if filtered is not None else {}
         details = filtered.details.get(node, {}) if filtered is not None else {}
-        i = index.get(node)
-        scored_here = prioritize is not None and i is not None
+        i = self.index.get(node)
         final_text = answer_text = ""
         points: int | None = None
+        terms: tuple[ScoreTerm, ...] = ()
         if prioritize is not None and i is not None:
-            if node in forced:
-                final_text = answer_text = f"{forced[node]}: answered 0 whatever the plugins scored"
+            if node in self.forced:
+                final_text = answer_text = f"{self.forced[node]}: answered 0 whatever the plugins scored"
             else:
                 final_text = final_arithmetic(prioritize, i)
                 answer_text = answer_arithmetic(
-                    prioritize.final[i], prioritize.extender[i], prioritize.answer_scale, bounds
+                    prioritize.final[i], prioritize.extender[i], prioritize.answer_scale, self.bounds
                 )
-            points = prioritize.extender[i] * weight * 10 if weight else None
-        explained.append(
-            NodeExplanation(
-                node=node,
-                passed=None if filtered is None else node in passed,
-                unresolvable=node in unresolvable,
-                verdicts=tuple(FilterVerdict(p, r, details.get(p, "")) for p, r in failures.items()),
-                traffic_bytes=_traffic_of(node, filtered, prioritize, index),
-                terms=_terms(prioritize, i, node, traffic) if prioritize is not None and i is not None else (),
-                final_score=prioritize.final[i] if prioritize is not None and i is not None else None,
-                extender_score=prioritize.extender[i] if prioritize is not None and i is not None else None,
-                rank=rank.get(node),
-                final_arithmetic=final_text,
-                answer_arithmetic=answer_text,
-                kube_scheduler_points=points if scored_here else None,
-            )
+            points = prioritize.extender[i] * self.weight * 10 if self.weight else None
+            terms = _terms(prioritize, i, node, self.traffic())
+        return NodeExplanation(
+            node=node,
+            passed=None if filtered is None else node in self.passed,
+            unresolvable=node in self.unresolvable,
+            verdicts=tuple(FilterVerdict(p, r, details.get(p, "")) for p, r in failures.items()),
+            traffic_bytes=_traffic_of(node, filtered, prioritize, self.index),
+            terms=terms,
+            final_score=prioritize.final[i] if prioritize is not None and i is not None else None,
+            extender_score=prioritize.extender[i] if prioritize is not None and i is not None else None,
+            rank=self.rank.get(node),
+            final_arithmetic=final_text,
+            answer_arithmetic=answer_text,
+            kube_scheduler_points=points,
         )
 
-    def order(n: NodeExplanation) -> tuple[int, int]:
-        if n.rank is not None:
-            return (0, n.rank)
-        return (1, 0) if n.passed is not False else (2, 0)
-
-    return tuple(sorted(explained, key=order))
+    def explained(self) -> tuple[NodeExplanation, ...]:
+        """Every candidate explained: scored nodes by rank, then nodes that passed, then the excluded ones."""
+        return tuple(sorted((self.node(n) for n in self.candidates), key=lambda n: self.place(n.node)))
 
 
-def _exclusion(node: NodeExplanation) -> str:
-    text = ", ".join(f"{v.reason} ({v.detail})" if v.detail else v.reason for v in node.verdicts)
-    return f"{node.node} {text[5:]}" if text.startswith("node ") else f"{node.node}: {text}"
+class _Nodes:
+    """The nodes as the summary reads them (``SummaryNodes``): taken from ``explained`` when the whole explanation
+    was built, else each explained the first time the summary names it."""
 
+    def __init__(self, cycle: _Cycle, explained: tuple[NodeExplanation, ...] | None = None) -> None:
+        self._cycle = cycle
+        self._built = {n.node: n for n in explained} if explained is not None else {}
+        self._known: Set[str] = set(cycle.candidates) if explained is None else self._built.keys()
 
-def _traffic_estimate(node: NodeExplanation) -> float | None:
-    return next((t.traffic.estimate_bytes for t in node.terms if t.traffic is not None), None)
+    def get(self, name: str) -> NodeExplanation | None:
+        node = self._built.get(name)
+        if node is None and name in self._known:
+            node = self._built[name] = self._cycle.node(name)
+        return node
 
+    def best_other_than(self, name: str) -> NodeExplanation | None:
+        scored = self._cycle.scored
+        return next((self.get(scored[i]) for i in self._cycle.ranking if scored[i] != name), None)
 
-def _why_winner(winner: NodeExplanation, runner_up: NodeExplanation | None, window: int | None) -> str:
-    """The term that gave the winner its largest lead over the runner-up, in words."""
-    others = {t.plugin: t.contribution for t in runner_up.terms} if runner_up is not None else {}
-    applicable = [t for t in winner.terms if t.applicable]
-    if not applicable:
-        return ""
-    key = max(applicable, key=lambda t: t.contribution - others.get(t.plugin, 0.0))
-    if runner_up is not None and key.contribution - others.get(key.plugin, 0.0) <= 0:
-        return ""
-    figures = key.traffic
-    if key.plugin == TRAFFIC_PLUGIN and figures is not None and figures.estimate_bytes is not None:
-        over = f" in {window} min" if window else ""
-        estimate = figures.estimate_bytes
-        if figures.herd_bytes and figures.measured_bytes is not None:
-            amount = (
-                f"{human_bytes(estimate)}{over}: {human_bytes(figures.measured_bytes)} measured + "
-                f"{human_bytes(figures.herd_bytes)} assumed for recent binds"
-            )
-        else:
-            amount = human_bytes(estimate) + over
-        theirs = _traffic_estimate(runner_up) if runner_up is not None else None
-        beaten = runner_up is None or (theirs is not None and theirs > estimate)
-        return f"lowest traffic ({amount})" if beaten else f"traffic {amount}"
-    return f"highest {key.plugin} score ({key.normalized:.0f})"
-
-
-def _scale(answer: int | None, weight: int, *others: int | None) -> str:
-    """``on the 0..10 scale``, and with the extender's weight what those answers are worth in kube-scheduler's total:
-    ``on the 0..10 scale, 800 points each at weight 10`` (one answer) or ``…, 800 against 600 points at weight 10``."""
-    if not weight or answer is None:
-        return "on the 0..10 scale"
-    points = [a * weight * 10 for a in (answer, *others) if a is not None]
-    if len(points) == 1:
-        return f"on the 0..10 scale, {points[0]} points each at weight {weight}"
-    return f"on the 0..10 scale, {' against '.join(map(str, points))} points at weight {weight}"
-
-
-def _names(nodes: list[str]) -> str:
-    """``a, b and c``; past three, ``a, b, c and 4 more``."""
-    if len(nodes) > 3:
-        return f"{', '.join(nodes[:3])} and {len(nodes) - 3} more"
-    return " and ".join([", ".join(nodes[:-1]), nodes[-1]]) if len(nodes) > 1 else "".join(nodes)
-
-
-def _lead(
-    chosen: str,
-    preferred: str,
-    nodes: tuple[NodeExplanation, ...],
-    filtered: FilterRecord | None,
-    prioritize: PrioritizeRecord | None,
-    window: int | None,
-) -> tuple[str, str, float | None]:
-    """The first sentence, the runner-up and the margin.
-
-    kube-scheduler saw our 0..10 answers, not our final scores: the sentence compares those, names ties, and blames
-    kube-scheduler's own scores only when our answers cannot explain where the pod went.
-    """
-    by_name = {n.node: n for n in nodes}
-    winner_name = chosen or preferred
-    if not winner_name:
-        if filtered is not None and not filtered.passed:
-            return "Not placed: no candidate node passed the filters.", "", None
-        return "Not placed.", "", None
-    head = f"Placed on {winner_name}" if chosen else f"{winner_name} scored highest (not bound)"
-    winner = by_name.get(winner_name)
-    if winner is None or winner.final_score is None:
-        if prioritize is None and filtered is not None and filtered.passed == [winner_name]:
-            return f"{head}: the only node that passed the filters.", "", None
+    def answering(self, answer: int | None) -> list[str]:
+        prioritize, scored = self._cycle.prioritize, self._cycle.scored
         if prioritize is None:
-            return f"{head}: no prioritize call was recorded.", "", None
-        return f"{head}: kube-scheduler chose it among nodes this extender did not score.", "", None
-    weight = prioritize.extender_weight if prioritize is not None else 0
-    if chosen and preferred and chosen != preferred and by_name[preferred].final_score is not None:
-        ours = by_name[preferred]
-        assert ours.final_score is not None
-        margin = round(winner.final_score - ours.final_score, 4)
-        answer = ours.extender_score
-        finals = f"our final scores: {preferred} {ours.final_score:.1f}, {winner_name} {winner.final_score:.1f}"
-        if winner.extender_score == answer:
-            tied = [n.node for n in nodes if n.rank is not None and n.extender_score == answer]
-            who = f"{_names(tied)} all" if len(tied) > 2 else f"{winner_name} and {preferred} both"
-            return (
-                f"{head}: {who} answered {answer} {_scale(answer, weight)} ({finals}): "
-                "kube-scheduler picked among tied nodes.",
-                preferred,
-                margin,
-            )
-        return (
-            f"{head}, although our preferred {preferred} answered {answer} and {winner_name} "
-            f"{winner.extender_score} {_scale(answer, weight, winner.extender_score)} ({finals}): "
-            "kube-scheduler's own scores, or another extender's, outweighed ours.",
-            preferred,
-            margin,
-        )
-    runner_up = next((n for n in nodes if n.rank is not None and n.node != winner_name), None)
-    if runner_up is None or runner_up.final_score is None:
-        return f"{head}: the only node scored.", "", None
-    margin = round(winner.final_score - runner_up.final_score, 4)
-    reasons = [_why_winner(winner, runner_up, window)] if margin > 0 else []
-    answer = winner.extender_score
-    tied = [n.node for n in nodes if n.rank is not None and n.node != winner_name and n.extender_score == answer]
-    picked = "kube-scheduler picked among tied nodes" if chosen else "kube-scheduler may pick any of them"
-    who = "both" if len(tied) == 1 else f"{_names([winner_name, *tied])} all"
-    if margin <= 0:
-        reasons.append(f"tied with {_names(tied or [runner_up.node])} at {winner.final_score:.1f} points")
-        reasons.append(f"{who} answered {answer} {_scale(answer, weight)}: {picked}" if tied else "")
-    elif tied:
-        reasons.append(f"{_points(margin)} points ahead of {runner_up.node}")
-        reasons.append(f"but {who} answered {answer} {_scale(answer, weight)}, so {picked}")
-    else:
-        versus = (
-            f"answers {answer} against {runner_up.extender_score} {_scale(answer, weight, runner_up.extender_score)}"
-        )
-        reasons.append(f"{_points(margin)} points ahead of {runner_up.node} ({versus})")
-    return f"{head}: {', '.join(r for r in reasons if r)}.", runner_up.node, margin
+            return []
+        return [scored[i] for i in self._cycle.ranking if prioritize.extender[i] == answer]
 
-
-def _herd_sentence(leader: str, preferred: str, nodes: tuple[NodeExplanation, ...]) -> str:
-    """``On measured traffic alone node-c would score highest; 3 recent binds there assume 900.0 MB more (the newest
-    2.2 s before the call), which puts node-a first.``"""
-    head = f"On measured traffic alone {leader} would score highest"
-    figures = next((t.traffic for n in nodes if n.node == leader for t in n.terms if t.traffic is not None), None)
-    if figures is None or not figures.herd_bytes:
-        return f"{head}; the bytes assumed for recent binds put {preferred} first."
-    verb = "assumes" if figures.herd_binds == 1 else "assume"
-    binds = "recent binds" if figures.herd_binds is None else f"{figures.herd_binds} recent bind"
-    binds += "s" if figures.herd_binds not in (1, None) else ""
-    newest = figures.herd_newest_bind_age_seconds
-    when = f" (the newest {seconds_text(newest)} before the call)" if newest is not None else ""
-    return f"{head}; {binds} there {verb} {human_bytes(figures.herd_bytes)} more{when}, which puts {preferred} first."
-
-
-def _points(value: float) -> str:
-    """A difference of final scores: one decimal, or as many as it takes to show it is not zero (up to 4)."""
-    if value == 0 or abs(value) >= 0.1:
-        return f"{value:.1f}"
-    return f"{value:.4f}".rstrip("0")
+    def excluded(self, listed: int) -> tuple[int, list[NodeExplanation]]:
+        filtered = self._cycle.filtered
+        if filtered is None or not filtered.failures:
+            return 0, []
+        failing = sorted((n for n in self._cycle.candidates if filtered.failures.get(n)), key=self._cycle.place)
+        return len(failing), [node for n in failing[:listed] if (node := self.get(n)) is not None]
 
 
 def explain(
@@ -431,37 +339,10 @@ def explain(
     """
     filtered = _decode(filter_record, FilterRecord)
     prioritize = _decode(prioritize_record, PrioritizeRecord)
-    forced = _forced(prioritize)
-    bounds = None
-    if prioritize is not None and prioritize.answer_scale == "spread":
-        positions = [i for i, node in enumerate(prioritize.nodes) if node in forced]
-        bounds = spread_bounds(prioritize.final, positions)
-    nodes = _node_explanations(filtered, prioritize, bounds)
-    preferred = ""
-    if prioritize is not None and prioritize.nodes:
-        preferred = prioritize.nodes[prioritize.final.index(max(prioritize.final))]
-    elif filtered is not None and len(filtered.passed) == 1:
-        preferred = filtered.passed[0]  # kube-scheduler skips prioritize for a single feasible node
-
-    sentences: list[str] = []
-    lead, runner_up, margin = _lead(chosen_node, preferred, nodes, filtered, prioritize, traffic_window_minutes)
-    if filtered is not None or prioritize is not None or not error:
-        sentences.append(lead)
-    leader = measured_leader(prioritize, forced) if prioritize is not None else ""
-    herd_changed = bool(leader) and leader != preferred
-    if herd_changed:
-        sentences.append(_herd_sentence(leader, preferred, nodes))
-    excluded = [n for n in nodes if n.verdicts]
-    if excluded:
-        listed = "; ".join(_exclusion(n) for n in excluded[:MAX_LISTED_EXCLUSIONS])
-        more = len(excluded) - MAX_LISTED_EXCLUSIONS
-        noun = "node" if len(excluded) == 1 else "nodes"
-        sentences.append(f"{len(excluded)} {noun} excluded: {listed}" + (f"; and {more} more." if more > 0 else "."))
-    traffic = _traffic_plugin(prioritize)
-    notes = dict.fromkeys(n for n in (filtered.metric_note if filtered else "", traffic.note if traffic else "") if n)
-    sentences += [f"Traffic metrics: {note}." for note in notes]
-    if error:
-        sentences.append(f"Error: {error}.")
+    cycle = _Cycle(filtered, prioritize)
+    nodes = cycle.explained()
+    preferred, leader, bounds = cycle.preferred, cycle.leader, cycle.bounds
+    summary = _summary(cycle, _Nodes(cycle, nodes), chosen_node, error, traffic_window_minutes)
 
     ages = [filtered.metric_age_seconds if filtered else None]
     ages += [p.metric_age_seconds for p in (prioritize.plugins if prioritize else [])]
@@ -478,15 +359,15 @@ def explain(
     return Explanation(
         chosen_node=chosen_node,
         preferred_node=preferred,
-        runner_up=runner_up,
-        margin=margin,
+        runner_up=summary.runner_up,
+        margin=summary.margin,
         candidate_count=len(nodes),
-        excluded_count=len(excluded),
+        excluded_count=summary.excluded_count,
         metric_age_seconds=max(known_ages) if known_ages else None,
-        metric_note=next(iter(notes), ""),
+        metric_note=next(iter(cycle.notes), ""),
         traffic_window_minutes=traffic_window_minutes,
         nodes=nodes,
-        summary=" ".join(sentences),
+        summary=summary.text,
         answer_scale=prioritize.answer_scale if prioritize is not None else "",
         answer_rule=answer_rule(prioritize.answer_scale, bounds) if prioritize is not None else "",
         spread_min=bounds[0] if bounds is not None else None,
@@ -495,5 +376,34 @@ def explain(
         answer_tie=preference_tied(prioritize.final, prioritize.extender) if prioritize is not None else False,
         tied_nodes=tied,
         measured_leader=leader,
-        herd_changed_ranking=herd_changed,
+        herd_changed_ranking=bool(leader) and leader != preferred,
+    )
+
+
+def explain_summary(
+    *,
+    filter_record: Mapping[str, Any] | None,
+    prioritize_record: Mapping[str, Any] | None,
+    chosen_node: str = "",
+    error: str = "",
+    traffic_window_minutes: int | None = None,
+) -> str:
+    """``explain(...).summary``, the same text, explaining only the nodes the sentence names (the winner, the
+    runner-up or our preferred node, the measured leader, the first excluded nodes) instead of every candidate:
+    for the ``Explained`` Event, which shows nothing else."""
+    cycle = _Cycle(_decode(filter_record, FilterRecord), _decode(prioritize_record, PrioritizeRecord))
+    return _summary(cycle, _Nodes(cycle), chosen_node, error, traffic_window_minutes).text
+
+
+def _summary(cycle: _Cycle, nodes: _Nodes, chosen: str, error: str, window: int | None) -> Summary:
+    return summarize(
+        nodes,
+        filtered=cycle.filtered,
+        prioritize=cycle.prioritize,
+        chosen=chosen,
+        preferred=cycle.preferred,
+        leader=cycle.leader,
+        notes=cycle.notes,
+        error=error,
+        window=window,
     )
