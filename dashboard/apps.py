@@ -1,4 +1,16 @@
+from typing import Any
+
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def _ensure_partitions(sender: AppConfig, using: str, **kwargs: Any) -> None:
+    """After every ``migrate`` (the deploy's migrate job, ``make serve``, a test database): the record's day
+    partitions from today on exist before the first cycle is stored, not an hour later when beat first runs."""
+    from dashboard.services.partitions import partitions_ensure
+
+    if using == "default":
+        partitions_ensure()
 
 
 class DashboardConfig(AppConfig):
@@ -8,3 +20,5 @@ class DashboardConfig(AppConfig):
 
     def ready(self) -> None:
         from dashboard import checks  # noqa: F401  (registers the system checks)
+
+        post_migrate.connect(_ensure_partitions, sender=self)

@@ -32,7 +32,7 @@ from django.db.models import Max, Min
 
 from dashboard.models import AuditCheckpoint, AuditVerification, SharedPart, VerbCall
 from dashboard.services.chain_lock import lock_chain
-from dashboard.services.node_tallies import NodeCounts, tallies_add, tallies_merge, tally_call
+from dashboard.services.node_tallies import DayTallies, NodeCounts, tallies_add, tallies_merge, tally_call
 from dashboard.storage.packed_json import stored_form
 
 GENESIS = "0" * 64
@@ -296,10 +296,10 @@ class ChainWalk:
         )
 
 
-_WALK_FIELDS = ("id", "chain_hash", *CALL_COLUMNS)
+_WALK_FIELDS = ("id", "chain_hash", "recorded_at", *CALL_COLUMNS)
 
 
-def _walk(rows: Iterable[Mapping[str, Any]], walk: ChainWalk, tallies: dict[str, NodeCounts] | None) -> None:
+def _walk(rows: Iterable[Mapping[str, Any]], walk: ChainWalk, tallies: DayTallies | None) -> None:
     for values in rows:
         expected = chain_link(walk.previous, call_content(values))
         walk.checked += 1
@@ -307,7 +307,7 @@ def _walk(rows: Iterable[Mapping[str, Any]], walk: ChainWalk, tallies: dict[str,
             walk.broken_id = values["id"]
             return
         if tallies is not None:
-            tally_call(tallies, values)
+            tally_call(tallies.setdefault(values["recorded_at"].astimezone(UTC).date(), {}), values)
         walk.previous = values["chain_hash"]
         walk.last_id = values["id"]
 
@@ -325,10 +325,11 @@ def chain_walk(
     after_id: int,
     before_id: int | None = None,
     chunk_size: int = 2000,
-    tallies: dict[str, NodeCounts] | None = None,
+    tallies: DayTallies | None = None,
 ) -> None:
     """Recompute the links of the calls after ``after_id`` (and before ``before_id``) from ``walk.previous``,
-    stopping at the first that does not hold; ``tallies``: count the calls whose link held (``node_tallies``)."""
+    stopping at the first that does not hold; ``tallies``: count the calls whose link held (``node_tallies``), by
+    the day they were stored."""
     _walk(_rows_after(after_id, before_id, chunk_size), walk, tallies)
 
 

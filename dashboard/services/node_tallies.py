@@ -265,6 +265,33 @@ def _day_tallies_add(tallies: Mapping[str, NodeCounts], day: date) -> None:
     )
 
 
+DayTallies = dict[date, dict[str, NodeCounts]]
+"""Per-node counts by the day the calls counted were stored (their ``recorded_at``, UTC)."""
+
+
+def tallies_subtract_calls(tallies: DayTallies) -> None:
+    """Take pruned calls' counts off the totals and off the shares of the days they were stored on."""
+    for day, counts in sorted(tallies.items()):
+        rows = [(n, t.considered, t.filtered_out) for n, t in sorted(counts.items()) if t.considered or t.filtered_out]
+        for name, considered, filtered_out in rows:
+            NodeDayTally.objects.filter(day=day, node=name).update(
+                considered=Greatest(F("considered") - considered, 0),
+                filtered_out=Greatest(F("filtered_out") - filtered_out, 0),
+            )
+        for name, tally in sorted(counts.items()):
+            for (plugin, reason), count in sorted((tally.reasons or {}).items()):
+                NodeDayReasonTally.objects.filter(day=day, node=name, plugin=plugin, reason=reason).update(
+                    count=Greatest(F("count") - count, 0)
+                )
+    NodeDayTally.objects.filter(considered=0, filtered_out=0).delete()
+    NodeDayReasonTally.objects.filter(count=0).delete()
+    totals: dict[str, NodeCounts] = {}
+    for counts in tallies.values():
+        for name, tally in counts.items():
+            tallies_merge(totals, {name: replace(tally, reasons=dict(tally.reasons or {}) or None)})
+    tallies_subtract(totals)
+
+
 def tallies_subtract_day(day: date) -> None:
     """PostgreSQL: take off the totals what the calls stored on ``day`` had added (its ``NodeDayTally`` and
     ``NodeDayReasonTally`` rows, then gone), when that day's calls are dropped whole."""
@@ -286,13 +313,6 @@ def tallies_subtract_day(day: date) -> None:
     NodeDayReasonTally.objects.filter(day=day).delete()
     NodeTally.objects.filter(considered=0, filtered_out=0, placements=0, preferred=0).delete()
     NodeReasonTally.objects.filter(count=0).delete()
-
-
-def day_tallies_forget(*, before: date) -> None:
-    """Drop the per-day shares of the days before ``before``: their calls are pruned row by row (their totals with
-    them), never dropped as a day."""
-    NodeDayTally.objects.filter(day__lt=before).delete()
-    NodeDayReasonTally.objects.filter(day__lt=before).delete()
 
 
 def tallies_subtract(tallies: Mapping[str, NodeCounts]) -> None:

@@ -28,7 +28,7 @@ from django.utils import timezone
 from dashboard.models import AuditCheckpoint, NodePosting, SchedulingCycle, VerbCall
 from dashboard.placements.models import PlacementObservation
 from dashboard.services.audit_chain import GENESIS, ChainReport, ChainWalk, chain_walk, latest_checkpoint
-from dashboard.services.node_tallies import NodeCounts, day_tallies_forget, tallies_subtract_day, tally_cycles
+from dashboard.services.node_tallies import NodeCounts, tallies_subtract_day, tally_cycles
 from dashboard.services.record_writes import POSTING_BITS
 
 log = logging.getLogger(__name__)
@@ -316,29 +316,8 @@ def partitions_drop(*, older_than: datetime, tallies: dict[str, NodeCounts], chu
     return dropped
 
 
-@dataclass(frozen=True, slots=True)
-class RowByRow:
-    """What retention may still delete row by row once the whole days are dropped: only what lies before the days
-    kept whole, so that a day's calls all go with their partition (and its per-day counts), never some of them."""
-
-    older_than: datetime
-    """Cycles that started before it (the cut-off, or the oldest day of cycles kept, if earlier)."""
-    below_call_id: int | None
-    """Calls below it (the oldest day of calls kept: its first call; None: no day of calls)."""
-
-
-def row_by_row(older_than: datetime) -> RowByRow:
-    cycle_days = day_partitions(SchedulingCycle)
-    if cycle_days:
-        older_than = min(older_than, cycle_days[0].start)
-    first_call: int | None = None
-    call_days = day_partitions(VerbCall)
-    if call_days:
-        day_tallies_forget(before=call_days[0].day)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT min(id) FROM {VerbCall._meta.db_table} WHERE tableoid = ANY(%s::regclass[])",  # noqa: S608
-                [[p.table for p in call_days]],
-            )
-            first_call = cursor.fetchone()[0]
-    return RowByRow(older_than, first_call)
+def oldest_day_start() -> datetime | None:
+    """The start of the oldest day partition of cycles: the cycles before it are in DEFAULT, pruned row by row
+    (None: no day partition)."""
+    partitions = day_partitions(SchedulingCycle)
+    return partitions[0].start if partitions else None

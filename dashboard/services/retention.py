@@ -18,8 +18,14 @@ from django.utils import timezone
 from dashboard.models import AuditCheckpoint, SchedulingCycle, SharedPart, VerbCall
 from dashboard.services.audit_chain import GENESIS, ChainReport, ChainWalk, chain_walk, latest_checkpoint
 from dashboard.services.chain_lock import lock_chain
-from dashboard.services.node_tallies import NodeCounts, tallies_subtract, tally_cycles
-from dashboard.services.partitions import PartitionsDropped, RowByRow, is_partitioned, partitions_drop, row_by_row
+from dashboard.services.node_tallies import (
+    DayTallies,
+    NodeCounts,
+    tallies_subtract,
+    tallies_subtract_calls,
+    tally_cycles,
+)
+from dashboard.services.partitions import PartitionsDropped, is_partitioned, oldest_day_start, partitions_drop
 
 
 class AuditChainBrokenError(Exception):
@@ -58,14 +64,11 @@ def _prune_parts() -> int:
     return doomed.delete()[0]
 
 
-def _prune_boundary(older_than: datetime, below: int | None) -> int:
-    """The id of the first call that stays: every call below it belongs to a cycle older than the cut-off (and is
-    below ``below``, when given)."""
+def _prune_boundary(older_than: datetime) -> int:
+    """The id of the first call that stays: every call below it belongs to a cycle older than the cut-off."""
     boundary = VerbCall.objects.filter(cycle__started_at__gte=older_than).aggregate(m=Min("id"))["m"]
     if boundary is None:
         boundary = (VerbCall.objects.aggregate(m=Max("id"))["m"] or 0) + 1
-    if below is not None:
-        boundary = min(boundary, below)
     while True:  # a cycle straddling the boundary stays whole, so the boundary moves below its first call
         lower = VerbCall.objects.filter(id__lt=boundary, cycle__calls__id__gte=boundary).aggregate(m=Min("id"))["m"]
         if lower is None:
@@ -82,22 +85,22 @@ def cycles_prune(*, older_than: datetime, dry_run: bool = False, batch_size: int
     """
     with transaction.atomic():
         lock_chain()
-        removed: dict[str, NodeCounts] = {}
+        removed_calls: DayTallies = {}
+        removed: dict[str, NodeCounts] = {}  # the deleted cycles'
         dropped = PartitionsDropped(tables=[])
-        rest = RowByRow(older_than, None)
         if is_partitioned():
-            # Whole days first; then row by row only what lies before the oldest day left (the rows stored before
-            # migration 0008, a day that had no partition): a day is kept whole until all of it is past the cut-off.
+            # Whole days first; then row by row the cycles that started before the oldest day left (the rows stored
+            # before migration 0008, a day that had no partition, a late spool's): a day is kept whole until all of
+            # it is past the cut-off.
             dropped = partitions_drop(older_than=older_than, tallies=removed, chunk_size=batch_size)
             if dropped.broken is not None:
                 raise AuditChainBrokenError(dropped.broken)
-            rest = row_by_row(older_than)
-            older_than = rest.older_than
-        boundary = _prune_boundary(older_than, rest.below_call_id)
+            older_than = min(older_than, oldest_day_start() or older_than)
+        boundary = _prune_boundary(older_than)
         checkpoint = latest_checkpoint()
         start_id, start_hash = (checkpoint.last_call_id, checkpoint.chain_hash) if checkpoint else (0, GENESIS)
         walk = ChainWalk(previous=start_hash)
-        chain_walk(walk, after_id=start_id, before_id=boundary, chunk_size=batch_size, tallies=removed)
+        chain_walk(walk, after_id=start_id, before_id=boundary, chunk_size=batch_size, tallies=removed_calls)
         if walk.broken_id is not None:
             raise AuditChainBrokenError(walk.report(start_after_id=start_id or None, start_hash=start_hash))
         calls_deleted, _ = VerbCall.objects.filter(id__lt=boundary).delete()
@@ -116,6 +119,7 @@ def cycles_prune(*, older_than: datetime, dry_run: bool = False, batch_size: int
                 calls_deleted=calls_deleted,
                 created_at=timezone.now(),
             )
+        tallies_subtract_calls(removed_calls)
         tallies_subtract(removed)
         parts_deleted = _prune_parts()
         result = PruneResult(

@@ -28,7 +28,7 @@ from dashboard.services import audit_chain, partitions
 from dashboard.services.audit_chain import audit_chain_verify
 from dashboard.services.cycles import cycles_ingest_events
 from dashboard.services.node_tallies import node_tallies_rebuild
-from dashboard.services.partitions import day_partitions, partitions_ensure
+from dashboard.services.partitions import DAYS_AHEAD, day_partitions, partitions_ensure
 from dashboard.services.retention import AuditChainBrokenError, cycles_prune
 from scheduler_core.record import VerbEvent
 from tests.api.conftest import NODES
@@ -96,17 +96,22 @@ def _record_two_old_days_and_today(stored_at, kube_scheduler=None) -> None:  # t
             kube_scheduler.schedule(at=at, name=uid, nodes=[*NODES, "node-6"])
 
 
-def test_ensure_creates_today_and_the_days_ahead_once_and_rows_land_in_their_day():
-    created = partitions_ensure(today=TODAY, days_ahead=2)
+def test_migrate_made_today_and_the_days_ahead_and_ensure_makes_the_missing_ones_once():
+    # The test database was migrated: today's partitions and the next ones exist already (apps.py, post_migrate).
+    for model in (SchedulingCycle, VerbCall):
+        assert {TODAY + timedelta(days=n) for n in range(DAYS_AHEAD + 1)} <= {p.day for p in day_partitions(model)}
+    assert partitions.posting_ranges()
+    later = TODAY + timedelta(days=10)
+
+    created = partitions_ensure(today=later, days_ahead=2)
 
     expected = {
-        f"{table}_p{TODAY + timedelta(days=offset):%Y%m%d}"
+        f"{table}_p{later + timedelta(days=offset):%Y%m%d}"
         for table in ("dashboard_schedulingcycle", "dashboard_verbcall")
         for offset in range(3)
     }
-    assert {name for name in created if "nodeposting" not in name} == expected
-    assert any(name.startswith("dashboard_nodeposting_b") for name in created)  # the next ranges of slots
-    assert partitions_ensure(today=TODAY, days_ahead=2) == []
+    assert set(created) == expected
+    assert partitions_ensure(today=later, days_ahead=2) == []
     cycles_ingest_events(events=_events("now", timezone.now()))
     cycle = SchedulingCycle.objects.get(pod_uid="now")
     assert _partition_of(SchedulingCycle, cycle.pk) == f"dashboard_schedulingcycle_p{cycle.started_at:%Y%m%d}"
@@ -185,18 +190,32 @@ def test_older_calls_left_in_default_are_pruned_row_by_row_before_a_day_is_dropp
     assert all(p.end > CUT for p in day_partitions(VerbCall) + day_partitions(SchedulingCycle))
 
 
+def _day_rows() -> dict[tuple[object, str], tuple[int, int]]:
+    return {(t.day, t.node): (t.considered, t.filtered_out) for t in NodeDayTally.objects.all()}
+
+
 def test_the_per_node_counts_lose_exactly_what_the_dropped_days_had_added(stored_at, kube_scheduler):
-    _record_two_old_days_and_today(stored_at, kube_scheduler)
+    partitions_ensure(today=OLD_DAY, days_ahead=1)
+    for name, at, stored in [
+        ("a", _noon(OLD_DAY), _noon(OLD_DAY)),
+        ("b", _noon(NEXT_OLD_DAY), _noon(NEXT_OLD_DAY)),
+        # A late spool: a cycle of long ago stored today, pruned row by row (its day of calls is not past the cut).
+        ("late", _noon(OLD_DAY - timedelta(days=1)), timezone.now() - timedelta(minutes=2)),
+        ("c", timezone.now() - timedelta(hours=1), timezone.now() - timedelta(minutes=1)),
+    ]:
+        stored_at(stored)
+        kube_scheduler.schedule(at=at, name=name, nodes=[*NODES, "node-6"])
     assert NodeDayTally.objects.filter(day=OLD_DAY).exists()
     assert NodeDayReasonTally.objects.filter(day=OLD_DAY).exists()
 
     result = cycles_prune(older_than=CUT)
 
     assert len(result.partitions_dropped) == 4
-    kept = (_node_rows(), _reason_rows())
+    assert list(SchedulingCycle.objects.values_list("pod_name", flat=True)) == ["c"]
+    kept = (_node_rows(), _reason_rows(), _day_rows())
     assert kept[0], "today's cycle still counts"
     node_tallies_rebuild()  # an independent recount from the retained record
-    assert (_node_rows(), _reason_rows()) == kept
+    assert (_node_rows(), _reason_rows(), _day_rows()) == kept
     assert not NodeDayTally.objects.filter(day__lt=TODAY).exists()
 
 
@@ -204,6 +223,8 @@ def test_postings_go_by_range_once_no_retained_cycle_has_a_slot_in_it(stored_at,
     monkeypatch.setattr(partitions, "POSTING_BLOCKS", 1)  # ranges of one block (256 slots), to fill one here
     sequence = "pg_get_serial_sequence('dashboard_schedulingcycle', 'id')"
     with connection.cursor() as cursor:
+        for made in partitions.posting_ranges():  # migrate's ranges, empty (undone with the test's transaction)
+            cursor.execute(f"DROP TABLE {made.table}")
         cursor.execute(f"SELECT setval({sequence}, 100 * 256)")  # the next cycles take slots of block 100
     partitions_ensure(today=OLD_DAY, days_ahead=0)
     stored_at(_noon(OLD_DAY))
