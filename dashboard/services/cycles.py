@@ -114,13 +114,15 @@ class _Batch:
             low, high = at - CLOCK_SKEW, at + EARLY_CALL_WINDOW
         else:
             low, high = at - JOIN_WINDOW, at + CLOCK_SKEW
-        # A bound pod is not scheduled again: a later prioritize or preempt belongs to a new attempt.
+        # A bound pod is not scheduled again: a prioritize or preempt made after the bind belongs to a new attempt.
+        # One made before it joins, even when it arrives after the bind: with two replicas, the bind's replica may
+        # store the bind before the other replica stores the prioritize.
         skip_bound = call.verb in {"prioritize", "preempt"}
         matching = [
             c
             for c in self.by_uid.get(call.pod_uid, ())
             if low <= c.started_at <= high
-            and not (skip_bound and c.outcome == Outcome.BOUND)
+            and not (skip_bound and c.outcome == Outcome.BOUND and at > c.finished_at + CLOCK_SKEW)
             and call.verb not in self.verbs[id(c)]
         ]
         if not matching:

@@ -3,14 +3,17 @@
 Pod ``i`` is started at ``start + i / rate`` (never earlier; later when the server is slow, which shows up as
 lag); the run stops by itself after ``duration`` seconds or ``pods`` pods, whichever comes first, or when
 ``stop`` is set. Each thread has its own keep-alive connection, like kube-scheduler's client, and its own
-seeded pods, so a run is reproducible. Every call is kept (verb, pod UID, HTTP status, seconds) so a test can
-compare what was asked with what the database holds afterwards.
+seeded pods, so a run is reproducible. With ``connections=2`` each thread keeps two keep-alive connections and
+takes them in turn, call after call, as kube-scheduler's pool hands out its idle connections: behind a
+per-connection balancer a pod's filter and prioritize then reach different replicas. Every call is kept (verb,
+pod UID, HTTP status, seconds) so a test can compare what was asked with what the database holds afterwards.
 
 Nothing here imports pytest or Django.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import itertools
 import random
@@ -61,12 +64,50 @@ _uid_of = msgspec.json.Decoder(_Args)
 
 
 class RecordingClient(ExtenderClient):
-    """:class:`ExtenderClient` that keeps every call's verb, pod, status and latency."""
+    """:class:`ExtenderClient` that keeps every call's verb, pod, status and latency.
 
-    def __init__(self, url_prefix: str, thread: int, calls: list[Call], timeout: float = 5.0) -> None:
+    ``connections``: keep-alive connections held, each call on the next one in turn (one: the base client's).
+    """
+
+    def __init__(
+        self, url_prefix: str, thread: int, calls: list[Call], timeout: float = 5.0, connections: int = 1
+    ) -> None:
         super().__init__(url_prefix, timeout=timeout)
         self.thread = thread
         self.calls = calls
+        self._pool: list[http.client.HTTPConnection | None] = [None] * connections
+        self._turn = 0
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if len(self._pool) == 1:
+            return super()._connection()
+        conn = self._pool[self._turn]
+        if conn is None:
+            conn = self._pool[self._turn] = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+            self.connections_opened += 1
+        return conn
+
+    def _forget(self, conn: http.client.HTTPConnection) -> None:
+        conn.close()
+        if len(self._pool) == 1:
+            self._conn = None
+        else:
+            self._pool[self._turn] = None
+
+    def connect_all(self) -> None:
+        """Open every connection of the pool now, one after the other (a balancer assigning each new connection
+        to the next replica then gives them consecutive replicas)."""
+        for turn in range(len(self._pool)):
+            self._turn = turn
+            self._connection().connect()
+        self._turn = 0
+
+    def close(self) -> None:
+        super().close()
+        for conn in self._pool:
+            if conn is not None:
+                conn.close()
+        self._pool = [None] * len(self._pool)
 
     def call(self, verb: str, body: bytes) -> Any:
         args = _uid_of.decode(body)
@@ -83,12 +124,12 @@ class RecordingClient(ExtenderClient):
                     status, data = response.status, response.read()
                     break
                 except (http.client.HTTPException, ConnectionError, TimeoutError) as exc:
-                    conn.close()
-                    self._conn = None
+                    self._forget(conn)
                     if attempt == 2:
                         raise ExtenderCallError(f"{verb}: {exc}") from exc
         finally:
             self.calls.append(Call(self.thread, verb, uid, status, time.perf_counter() - started))
+            self._turn = (self._turn + 1) % len(self._pool)
         if status != 200:
             raise ExtenderCallError(f"failed {verb} with extender, code {status}: {data[:200]!r}")
         return msgspec.json.decode(data)
@@ -129,6 +170,7 @@ class PacedLoad:
         threads: int = 1,
         seed: int = 20,
         node_cache_capable: bool = True,
+        connections: int = 1,
     ) -> None:
         if duration is None and pods is None:
             raise ValueError("a load needs a duration or a number of pods: it must stop by itself")
@@ -140,6 +182,7 @@ class PacedLoad:
         self.thread_count = threads
         self.seed = seed
         self.node_cache_capable = node_cache_capable
+        self.connections = connections
         self.stop = threading.Event()
         self.started = 0
         """Pods started so far (all threads)."""
@@ -183,7 +226,12 @@ class PacedLoad:
         return sum(len(per_thread) for per_thread in self._calls)
 
     def _work(self, index: int) -> None:
-        client = RecordingClient(self.url_prefix, index, self._calls[index])
+        client = RecordingClient(self.url_prefix, index, self._calls[index], connections=self.connections)
+        if self.connections > 1:
+            # Under the lock: no other thread connects in between, so a round-robin balancer spreads this thread's
+            # connections over consecutive replicas and each of its pods is answered by more than one.
+            with self._lock, contextlib.suppress(OSError):
+                client.connect_all()  # a connection that failed here is opened again at its first call
         simulator = KubeSchedulerSimulator(
             client, self.cluster, node_cache_capable=self.node_cache_capable, seed=self.seed + index
         )

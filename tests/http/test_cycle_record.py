@@ -172,3 +172,21 @@ def test_calls_of_one_cycle_answered_by_two_processes_fold_into_one_cycle(two_re
     assert sorted(cycle.calls.values_list("verb", flat=True)) == ["bind", "filter", "prioritize"]
     assert len(set(cycle.calls.values_list("server", flat=True))) == 2
     assert cycle.candidate_count == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_prioritize_stored_after_the_bind_of_its_cycle_joins_that_cycle(two_replicas, tmp_path):
+    # Filter and bind answered by one replica, prioritize by the other; the bind's replica stores first, so the
+    # cycle is already bound when the prioritize (made before the bind) reaches the database.
+    replica_a, replica_b = two_replicas
+    the_pod = pod()
+    filtered = json.loads(_post(replica_a, "filter", args(the_pod, NODES)))
+    _post(replica_b, "prioritize", args(the_pod, filtered["NodeNames"]))
+    _post(replica_a, "bind", binding(the_pod, "node-3"))
+
+    assert ingest_everything(Spool(tmp_path / "spool-a")) == 2
+    assert ingest_everything(Spool(tmp_path / "spool-b")) == 1
+
+    cycle = SchedulingCycle.objects.get()
+    assert (cycle.outcome, cycle.chosen_node) == (Outcome.BOUND, "node-3")
+    assert sorted(cycle.calls.values_list("verb", flat=True)) == ["bind", "filter", "prioritize"]
