@@ -145,7 +145,11 @@ class CycleFilterSet(filters.FilterSet):
     pod = filters.CharFilter(field_name="pod_name", lookup_expr="icontains", label="Pod name contains")
     pod_uid = filters.CharFilter(field_name="pod_uid", label="Pod UID (exact)")
     profile = filters.CharFilter(field_name="profile", label="Extender profile (exact)")
-    outcome = filters.MultipleChoiceFilter(field_name="outcome", choices=Outcome.choices, label="Outcome")
+    # distinct=False: a column of the cycle itself cannot repeat a row, and DISTINCT would sort every bound cycle
+    # before the page's LIMIT.
+    outcome = filters.MultipleChoiceFilter(
+        field_name="outcome", choices=Outcome.choices, label="Outcome", distinct=False
+    )
     node_mode = filters.ChoiceFilter(field_name="node_mode", choices=NodeMode.choices, label="Node mode")
     chosen_node = filters.CharFilter(field_name="chosen_node", label="Node the pod was bound to")
     preferred_node = filters.CharFilter(field_name="preferred_node", label="Our highest-scored node")
