@@ -58,12 +58,12 @@ def _partition_name(parent: str, day: date) -> str:
     return f"{parent}_p{day:%Y%m%d}"
 
 
-def is_partitioned() -> bool:
-    """The record's tables are partitioned by day (PostgreSQL after migration 0008)."""
+def is_partitioned(model: type[Model] = VerbCall) -> bool:
+    """The model's table is partitioned (PostgreSQL after migration 0008); by default, the calls'."""
     if connection.vendor != "postgresql":
         return False
     with connection.cursor() as cursor:
-        cursor.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)", [VerbCall._meta.db_table])
+        cursor.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)", [model._meta.db_table])
         row = cursor.fetchone()
     return row is not None and row[0] == "p"
 
@@ -129,6 +129,8 @@ def _last_cycle_id() -> int:
 
 def _posting_ranges_ensure() -> list[str]:
     """The range of postings the next cycles write to, and the one after it."""
+    if not is_partitioned(NodePosting):
+        return []
     parent = NodePosting._meta.db_table
     block = _last_cycle_id() // POSTING_BITS
     have = {r.start for r in posting_ranges()}
@@ -160,6 +162,8 @@ def _posting_ranges_ensure() -> list[str]:
 
 def _posting_ranges_drop() -> list[str]:
     """Drop the ranges of postings below every retained cycle's slot (below the next cycle's, when none is left)."""
+    if not is_partitioned(NodePosting):
+        return []
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT min(candidate_slot) FROM {SchedulingCycle._meta.db_table}")  # noqa: S608
         lowest = cursor.fetchone()[0]
