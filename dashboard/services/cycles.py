@@ -37,6 +37,7 @@ from dashboard.services.record_writes import (
     new_cycle_ids,
     postings_add,
     shared_parts_upsert,
+    update_cycles,
 )
 from dashboard.storage.call_body import FilterReference, body_read, filter_reference
 from scheduler_core.record import FilterRecord, VerbEvent
@@ -85,6 +86,9 @@ class _Batch:
         self.candidates_before: dict[int, list[str]] = {}
         """Stored cycles the batch adds a call to → their candidates before it."""
         self._next_new = 1 << 62
+        self._unread: dict[int, SchedulingCycle] = {}
+        """Stored cycles whose calls no call of the batch has needed yet: read together at the first need."""
+        self._stored_calls: dict[int, list[VerbCall]] = {}
         uids = sorted({c.pod_uid for c in calls if c.pod_uid})
         if not uids:
             return
@@ -99,6 +103,7 @@ class _Batch:
             by_id.setdefault(cycle_id, set()).add(verb)
         for cycle in stored:
             self._add(cycle, cycle.id, by_id.get(cycle.id, set()))
+        self._unread = {cycle.id: cycle for cycle in stored}
 
     def _add(self, cycle: SchedulingCycle, order: int, verbs: set[str]) -> None:
         self.by_uid.setdefault(cycle.pod_uid, []).append(cycle)
@@ -137,12 +142,24 @@ class _Batch:
     def calls_of(self, cycle: SchedulingCycle) -> list[_Call]:
         calls = self.calls.get(id(cycle))
         if calls is None:  # a stored cycle: its stored calls, once
-            stored = list(cycle.calls.all())
+            stored = self._read_calls(cycle.id)
             for call in stored:
                 call.__dict__["siblings"] = stored
             calls = self.calls[id(cycle)] = [_Call(Summary.of_call(c), stored=c) for c in stored]
             self.candidates_before[id(cycle)] = list(candidates([c.summary for c in calls]))
         return calls
+
+    def _read_calls(self, cycle_id: int) -> list[VerbCall]:
+        """A stored cycle's calls in ``cycle.calls.all()``'s order; the first need reads those of every stored cycle
+        the batch found, in one query: a batch of two replicas' calls joins many of them."""
+        if cycle_id not in self._stored_calls and self._unread:
+            for cycle_id_read in self._unread:
+                self._stored_calls[cycle_id_read] = []
+            rows = VerbCall.objects.filter(cycle_id__in=list(self._unread)).order_by("cycle_id", "started_at", "id")
+            for row in rows:
+                self._stored_calls[row.cycle_id].append(row)
+            self._unread = {}
+        return self._stored_calls.get(cycle_id, [])
 
     def join(self, cycle: SchedulingCycle, call: _Call) -> None:
         calls = self.calls_of(cycle)
@@ -265,7 +282,7 @@ def ingest_calls(calls: Sequence[NewCall]) -> int:
         fold.count_cycles(tallies)
         insert_calls(rows, recorded_at=chain.recorded_at)
         if fold.touched:
-            SchedulingCycle.objects.bulk_update(list(fold.touched.values()), SUMMARY_FIELDS)
+            update_cycles(list(fold.touched.values()), SUMMARY_FIELDS)
         if postings:
             postings_add(postings)
         chain.count(tallies.counts())
