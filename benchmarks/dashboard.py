@@ -148,7 +148,7 @@ def bulk_load(total: int, *, span_days: int) -> float:
     from django.db import connection, transaction
 
     from dashboard.models import SchedulingCycle
-    from dashboard.services.node_tallies import NodeCounts, tallies_add, tally_call, tally_preferred
+    from dashboard.services.node_tallies import NodeCounts, tallies_add, tally_call, tally_cycles
     from dashboard.storage.call_body import body_referring_to
 
     with connection.cursor() as cursor:
@@ -180,7 +180,7 @@ def bulk_load(total: int, *, span_days: int) -> float:
         counts[cycle.id] = {}
         for call in calls:
             tally_call(counts[cycle.id], {**vars(call), "record": call.record})
-        tally_preferred(counts[cycle.id], [cycle.preferred_node])
+        tally_cycles(counts[cycle.id], [(cycle.preferred_node, cycle.outcome, cycle.chosen_node)])
     copies: Counter[int] = Counter()
     # Pre-render every column of every template once; only the changing ones are formatted per row.
     cycle_text = [[_copy_text(v) for v in row] for row in templates]
