@@ -8,8 +8,9 @@ retention drops a day whole (``dashboard.services.partitions``) instead of delet
 - The rows already stored are not copied: the existing table becomes its new parent's DEFAULT partition, attached in
   place. What it holds is pruned row by row as before; the days from now on get their own partitions, created ahead
   by ``schedlens.ensure_partitions`` (and by ``manage.py ensure_partitions``). Attaching builds one index, on
-  (id, started_at), (id, recorded_at) or (id, block), over the rows stored: the migration takes about as long as
-  those index builds (measured in benchmarks/results-scale.md), while the verbs keep answering into the spool.
+  (id, started_at), (id, recorded_at) or (id, block), over the rows stored, plus the calls' new index on event_id:
+  the migration takes about as long as those index builds (docs/operations.md), while the verbs keep answering into
+  the spool.
 - A partitioned table's unique indexes must hold its partition key, so the call's ``event_id`` is no longer unique in
   the database (the ingester skips event ids it stored, under the chain lock), and calls no longer have a foreign key
   to their cycle.
