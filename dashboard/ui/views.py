@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, QueryDict
 from django.shortcuts import render
 from django.urls import reverse
@@ -167,6 +168,10 @@ def what_if(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "dashboard/what_if.html", context)
 
 
+NODES_PER_PAGE = 200
+"""Rows of the nodes table per page: a large cluster's every node in one page is more HTML than a person reads."""
+
+
 @require_GET
 @login_required
 def nodes(request: HttpRequest) -> HttpResponse:
@@ -186,6 +191,7 @@ def nodes(request: HttpRequest) -> HttpResponse:
         }
     context = {
         "report": report,
+        "page": Paginator(report.nodes, NODES_PER_PAGE).get_page(request.GET.get("page")),
         "selected": selected,
         "selected_name": selected_name,
         "chart": chart,

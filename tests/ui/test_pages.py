@@ -480,3 +480,21 @@ def test_the_nodes_page_charts_refresh_snapshots_and_flags_nodes_they_miss(signe
     assert points[0]["mb"] == round(refreshed_traffic.bytes_by_node["node-2"] / 1e6, 3)
     assert re.search(r"node-6</a></th>(?:(?!</tr>).)*no series", body, re.S)
     assert not re.search(r"node-2</a></th>(?:(?!</tr>).)*no series", body, re.S)
+
+
+def test_the_nodes_page_shows_a_large_cluster_a_page_at_a_time(signed_in):
+    from dashboard.models import NodeTally
+    from dashboard.ui.views import NODES_PER_PAGE
+
+    count = NODES_PER_PAGE + 7
+    NodeTally.objects.bulk_create(
+        NodeTally(node=f"node-{i:04d}", considered=1, placements=count - i) for i in range(count)
+    )
+    first = text(signed_in.get(reverse("ui:nodes")))
+    assert first.count('<th scope="row">') == NODES_PER_PAGE
+    assert f"Nodes 1–{NODES_PER_PAGE} of {count}" in first
+    assert "node-0000</a>" in first, "most placed first"
+    second = text(signed_in.get(reverse("ui:nodes"), {"page": 2}))
+    assert second.count('<th scope="row">') == 7
+    assert f"node-{count - 1:04d}</a>" in second
+    assert text(signed_in.get(reverse("ui:nodes"), {"page": "x"})).count('<th scope="row">') == NODES_PER_PAGE
