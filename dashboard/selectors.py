@@ -7,11 +7,12 @@ One place for what they must agree on: which calls a cycle has, in which order, 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
 from django.db.models import Prefetch, QuerySet
+from django.utils import timezone
 
 from dashboard.models import SchedulingCycle, VerbCall
 from dashboard.runtime import configured_profiles
@@ -25,6 +26,26 @@ TRAFFIC_PLUGIN = "NetworkTraffic"
 def cycle_list() -> QuerySet[SchedulingCycle]:
     # candidate_nodes is kilobytes per 1000-node cycle and only ever filtered on.
     return SchedulingCycle.objects.defer("candidate_nodes")
+
+
+NEWEST_FIRST_WINDOWS = (timedelta(days=1), timedelta(days=8))
+"""How far back :func:`newest_first_page` looks before it reads the whole history: a day partition, then a week's."""
+
+
+def newest_first_page(rows: QuerySet[SchedulingCycle], *, count: int, below: datetime | None) -> list[SchedulingCycle]:
+    """The first ``count`` of ``rows`` (ordered newest first; those after a cursor at ``below``, if any), read from
+    the newest day first, then the newest week, then the rest.
+
+    On PostgreSQL's day partitions, one query over the whole history must find a first match in every partition
+    before it yields the newest: a filter that most old days lack reads them all. When the window holds ``count``
+    rows, no row outside it can come before them, so the page is the same as the whole history's.
+    """
+    top = below if below is not None else timezone.now()
+    for window in NEWEST_FIRST_WINDOWS:
+        page = list(rows.filter(started_at__gte=top - window)[:count])
+        if len(page) >= count:
+            return page
+    return list(rows[:count])
 
 
 def cycles_with_calls() -> QuerySet[SchedulingCycle]:

@@ -25,6 +25,7 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
 from dashboard.models import SchedulingCycle
+from dashboard.selectors import newest_first_page
 
 ORDERINGS = ("-started_at", "started_at")
 
@@ -97,7 +98,10 @@ class CycleCursorPagination(BasePagination):
         rows = queryset.order_by(*order)
         if cursor is not None:
             rows = rows.filter(_after(cursor, walk_newest_first))
-        page = list(rows[: size + 1])
+        if walk_newest_first:
+            page = newest_first_page(rows, count=size + 1, below=cursor.started_at if cursor is not None else None)
+        else:
+            page = list(rows[: size + 1])
         more = len(page) > size
         page = page[:size]
         if cursor is not None and cursor.backwards:

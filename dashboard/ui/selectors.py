@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from dashboard.models import SchedulingCycle, VerbCall, call_data, shared_part_data
 from dashboard.runtime import configured_profiles, running_runtime
+from dashboard.selectors import newest_first_page
 
 PAGE_SIZE = 50
 HISTORY_COLUMNS = (
@@ -85,7 +86,7 @@ def history_page(*, queryset: QuerySet[SchedulingCycle], before: Cursor | None, 
             Q(started_at__lt=before.started_at) | Q(started_at=before.started_at, id__lt=before.id),
             started_at__lte=before.started_at,
         )
-    found = list(rows[: limit + 1])
+    found = newest_first_page(rows, count=limit + 1, below=before.started_at if before is not None else None)
     page, more = found[:limit], len(found) > limit
     last = page[-1] if page else None
     return HistoryPage(
