@@ -138,25 +138,8 @@ def _posting_ranges_ensure() -> list[str]:
     for k in range(2):
         start = (block // POSTING_BLOCKS + k) * POSTING_BLOCKS
         name = f"{parent}_b{start}"
-        if start in have:
-            continue
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT 1 FROM {parent}_default WHERE block >= %s AND block < %s LIMIT 1",  # noqa: S608
-                [start, start + POSTING_BLOCKS],
-            )
-            if cursor.fetchone() is not None:
-                continue  # the slots went on in DEFAULT meanwhile: they stay there
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute(
-                    f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF {parent} FOR VALUES FROM (%s) TO (%s)",
-                    [start, start + POSTING_BLOCKS],
-                )
-        except DatabaseError as exc:
-            log.warning("postings partition %s not created: %s", name, exc)
-            continue
-        created.append(name)
+        if start not in have and _partition_create(parent, name, "block", start, start + POSTING_BLOCKS):
+            created.append(name)
     return created
 
 
@@ -183,21 +166,35 @@ def _posting_ranges_drop() -> list[str]:
     return dropped
 
 
-def _default_has_rows(parent: str, key: str, partition: DayPartition) -> bool:
+def _partition_create(parent: str, name: str, key: str, low: object, high: object) -> bool:
+    """Create partition ``name`` of ``parent`` for ``key`` in [low, high); False when rows of that range already
+    landed in the DEFAULT partition (a partition cannot be created over them: they stay there, retention deletes
+    them row by row)."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT 1 FROM {parent}_default WHERE {key} >= %s AND {key} < %s LIMIT 1",  # noqa: S608
-            [partition.start, partition.end],
+            [low, high],
         )
-        return cursor.fetchone() is not None
+        if cursor.fetchone() is not None:
+            return False
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF {parent} FOR VALUES FROM (%s) TO (%s)",
+                [low, high],
+            )
+    except DatabaseError as exc:  # a row of that range arrived meanwhile
+        log.warning("partition %s not created: %s", name, exc)
+        return False
+    return True
 
 
 def partitions_ensure(*, today: date | None = None, days_ahead: int = DAYS_AHEAD) -> list[str]:
     """Create the day partitions of today and the next ``days_ahead`` days that are missing; the names created.
 
-    A day whose rows already landed in the DEFAULT partition is left there (a partition cannot be created over them;
-    retention deletes them row by row). Creating a partition scans the DEFAULT partition once, under a lock that
-    holds writers to it: it is small except right after migration 0008.
+    A day whose rows already landed in the DEFAULT partition is left there (:func:`_partition_create`). Creating a
+    partition scans the DEFAULT partition once, under a lock that holds writers to it: it is small except right
+    after migration 0008.
     """
     if not is_partitioned():
         return []
@@ -207,20 +204,10 @@ def partitions_ensure(*, today: date | None = None, days_ahead: int = DAYS_AHEAD
         parent = model._meta.db_table
         have = {p.day for p in day_partitions(model)}
         for offset in range(days_ahead + 1):
-            partition = DayPartition(_partition_name(parent, today + timedelta(days=offset)), today + timedelta(offset))
-            if partition.day in have or _default_has_rows(parent, key, partition):
-                continue
-            try:
-                with transaction.atomic(), connection.cursor() as cursor:
-                    cursor.execute(
-                        f"CREATE TABLE IF NOT EXISTS {partition.table} PARTITION OF {parent} "
-                        "FOR VALUES FROM (%s) TO (%s)",
-                        [partition.start, partition.end],
-                    )
-            except DatabaseError as exc:  # a row for that day arrived meanwhile: it stays in DEFAULT
-                log.warning("day partition %s not created: %s", partition.table, exc)
-                continue
-            created.append(partition.table)
+            day = today + timedelta(days=offset)
+            partition = DayPartition(_partition_name(parent, day), day)
+            if day not in have and _partition_create(parent, partition.table, key, partition.start, partition.end):
+                created.append(partition.table)
     return [*created, *_posting_ranges_ensure()]
 
 
