@@ -248,14 +248,77 @@ def _stored_before_elsewhere(table: str, high: int) -> bool:
         return cursor.fetchone() is not None
 
 
-def partitions_drop(*, older_than: datetime, tallies: dict[str, NodeCounts], chunk_size: int) -> PartitionsDropped:
+@dataclass(frozen=True, slots=True)
+class VerifiedDay:
+    """A day of calls whose stretch of chain held, from ``after_id`` (excluded) to its last call ``last_id``."""
+
+    after_id: int
+    last_id: int
+    chain_hash: str
+    """The link of ``last_id`` as verified."""
+
+
+@dataclass(slots=True)
+class DaysVerified:
+    days: dict[str, VerifiedDay]
+    """By the table of the day's calls."""
+    broken: ChainReport | None = None
+    """The first day whose stretch did not verify; the days after it were not read."""
+
+
+def days_verify(*, older_than: datetime, chunk_size: int) -> DaysVerified:
+    """Verify the days of calls that ``partitions_drop(older_than=…)`` would drop, from the last checkpoint, without
+    the chain lock: the ingester goes on storing calls meanwhile (they are newer than any day verified here), so the
+    lock is held only for the drop itself.
+
+    ``partitions_drop`` takes a day verified here without reading it again when nothing it depends on moved: the
+    checkpoint it starts from, the day's last call and that call's stored link.
+    """
+    verified = DaysVerified(days={})
+    checkpoint = latest_checkpoint()
+    start_id, start_hash = (checkpoint.last_call_id, checkpoint.chain_hash) if checkpoint else (0, GENESIS)
+    for partition in day_partitions(VerbCall):
+        if partition.end > older_than:
+            break
+        high, _ = _call_stretch(partition.table)
+        if high is None:
+            continue
+        walk = ChainWalk(previous=start_hash)
+        chain_walk(walk, after_id=start_id, before_id=high + 1, chunk_size=chunk_size)
+        if walk.broken_id is not None or walk.last_id != high:
+            verified.broken = walk.report(start_after_id=start_id or None, start_hash=start_hash)
+            break
+        verified.days[partition.table] = VerifiedDay(start_id, high, walk.previous)
+        start_id, start_hash = high, walk.previous
+    return verified
+
+
+def _verified_link(day: VerifiedDay | None, *, after_id: int, last_id: int) -> str | None:
+    """The link ``days_verify`` found at the end of the day, if that stretch is still the one to drop and its last
+    call still carries the link (None: verify it again)."""
+    if day is None or day.after_id != after_id or day.last_id != last_id:
+        return None
+    stored = VerbCall.objects.filter(id=last_id).values_list("chain_hash", flat=True).first()
+    return day.chain_hash if stored == day.chain_hash else None
+
+
+def partitions_drop(
+    *,
+    older_than: datetime,
+    tallies: dict[str, NodeCounts],
+    chunk_size: int,
+    verified: DaysVerified | None = None,
+) -> PartitionsDropped:
     """Drop the days of calls and cycles wholly older than ``older_than``; the caller holds the chain lock in its
     transaction. The per-node counts lose what the dropped calls had added (kept per day: ``tallies_subtract_day``);
     what the dropped cycles had added (preferred and placed nodes) is added to ``tallies`` for the caller to take off.
 
-    Stops at a day of calls that does not verify (``broken``): nothing of it, nor any cycle, is dropped.
+    A day of calls is verified from the last checkpoint before it is dropped, here or, before the lock was taken, by
+    ``days_verify`` (``verified``). Stops at a day that does not verify (``broken``): nothing of it, nor any cycle,
+    is dropped.
     """
     dropped = PartitionsDropped(tables=[])
+    days = verified.days if verified is not None else {}
     checkpoint = latest_checkpoint()
     start_id, start_hash = (checkpoint.last_call_id, checkpoint.chain_hash) if checkpoint else (0, GENESIS)
     for partition in day_partitions(VerbCall):
@@ -267,20 +330,23 @@ def partitions_drop(*, older_than: datetime, tallies: dict[str, NodeCounts], chu
                 dropped.held_back = f"{partition.table}: calls stored before it remain, pruned row by row first"
                 older_than = partition.start  # its cycles stay with it
                 break
-            walk = ChainWalk(previous=start_hash)
-            chain_walk(walk, after_id=start_id, before_id=high + 1, chunk_size=chunk_size)
-            if walk.broken_id is not None or walk.last_id != high:
-                dropped.broken = walk.report(start_after_id=start_id or None, start_hash=start_hash)
-                return dropped
+            link = _verified_link(days.get(partition.table), after_id=start_id, last_id=high)
+            if link is None:
+                walk = ChainWalk(previous=start_hash)
+                chain_walk(walk, after_id=start_id, before_id=high + 1, chunk_size=chunk_size)
+                if walk.broken_id is not None or walk.last_id != high:
+                    dropped.broken = walk.report(start_after_id=start_id or None, start_hash=start_hash)
+                    return dropped
+                link = walk.previous
             AuditCheckpoint.objects.create(
                 last_call_id=high,
-                chain_hash=walk.previous,
+                chain_hash=link,
                 pruned_before=partition.end,
                 cycles_deleted=0,
                 calls_deleted=count,
                 created_at=timezone.now(),
             )
-            start_id, start_hash = high, walk.previous
+            start_id, start_hash = high, link
             dropped.checkpoint_call_id = high
         tallies_subtract_day(partition.day)  # what the day's calls had added, kept per day: none read again
         _drop(partition.table, VerbCall._meta.db_table)

@@ -25,7 +25,14 @@ from dashboard.services.node_tallies import (
     tallies_subtract_calls,
     tally_cycles,
 )
-from dashboard.services.partitions import PartitionsDropped, is_partitioned, oldest_day_start, partitions_drop
+from dashboard.services.partitions import (
+    DaysVerified,
+    PartitionsDropped,
+    days_verify,
+    is_partitioned,
+    oldest_day_start,
+    partitions_drop,
+)
 
 
 class AuditChainBrokenError(Exception):
@@ -81,18 +88,23 @@ def cycles_prune(*, older_than: datetime, dry_run: bool = False, batch_size: int
 
     The stretch of chain to delete is verified first (a broken one raises ``AuditChainBrokenError`` and
     nothing is deleted), then an ``AuditCheckpoint`` keeps its last link. Holds the chain lock, so ingest
-    waits (its records stay in the spool) while a prune runs.
+    waits (its records stay in the spool) while a prune runs; the whole days it drops are verified before it takes
+    the lock (``days_verify``), so that wait is the drop's, not the verification's.
     """
+    partitioned = is_partitioned()
+    verified = days_verify(older_than=older_than, chunk_size=batch_size) if partitioned else DaysVerified(days={})
+    if verified.broken is not None:
+        raise AuditChainBrokenError(verified.broken)
     with transaction.atomic():
         lock_chain()
         removed_calls: DayTallies = {}
         removed: dict[str, NodeCounts] = {}  # the deleted cycles'
         dropped = PartitionsDropped(tables=[])
-        if is_partitioned():
+        if partitioned:
             # Whole days first; then row by row the cycles that started before the oldest day left (the rows stored
             # before migration 0008, a day that had no partition, a late spool's): a day is kept whole until all of
             # it is past the cut-off.
-            dropped = partitions_drop(older_than=older_than, tallies=removed, chunk_size=batch_size)
+            dropped = partitions_drop(older_than=older_than, tallies=removed, chunk_size=batch_size, verified=verified)
             if dropped.broken is not None:
                 raise AuditChainBrokenError(dropped.broken)
             older_than = min(older_than, oldest_day_start() or older_than)

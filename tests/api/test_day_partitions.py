@@ -24,7 +24,7 @@ from dashboard.models import (
     SchedulingCycle,
     VerbCall,
 )
-from dashboard.services import audit_chain, partitions
+from dashboard.services import audit_chain, partitions, retention
 from dashboard.services.audit_chain import audit_chain_verify
 from dashboard.services.cycles import cycles_ingest_events
 from dashboard.services.node_tallies import node_tallies_rebuild
@@ -243,3 +243,36 @@ def test_postings_go_by_range_once_no_retained_cycle_has_a_slot_in_it(stored_at,
     assert {r.start for r in partitions.posting_ranges()} >= {101}
     considering = cycles_considering(SchedulingCycle.objects.all(), "node-1")
     assert list(considering.values_list("pod_name", flat=True)) == ["new"]
+
+
+def test_the_days_to_drop_are_verified_before_the_chain_lock_is_taken(stored_at, monkeypatch):
+    # Ingest waits on the chain lock: it should wait for the drop, not for reading a day of calls.
+    _record_two_old_days_and_today(stored_at)
+    steps: list[str] = []
+    walk, lock = partitions.chain_walk, retention.lock_chain
+    monkeypatch.setattr(partitions, "chain_walk", lambda *a, **kw: (steps.append("walk"), walk(*a, **kw))[1])
+    monkeypatch.setattr(retention, "lock_chain", lambda: (steps.append("lock"), lock())[1])
+
+    result = cycles_prune(older_than=CUT)
+
+    assert len(result.partitions_dropped) == 4
+    assert steps == ["walk", "walk", "lock"]
+    assert audit_chain_verify().ok
+
+
+def test_a_day_whose_last_link_changed_after_its_verification_is_not_dropped(stored_at, monkeypatch):
+    _record_two_old_days_and_today(stored_at)
+    verify = partitions.days_verify
+
+    def verify_then_alter(**kwargs):  # type: ignore[no-untyped-def]
+        verified = verify(**kwargs)
+        VerbCall.objects.filter(event_id="b-b").update(chain_hash="0" * 64)  # rewritten before the lock
+        return verified
+
+    monkeypatch.setattr(retention, "days_verify", verify_then_alter)
+
+    with pytest.raises(AuditChainBrokenError):
+        cycles_prune(older_than=CUT)
+
+    assert SchedulingCycle.objects.count() == 3
+    assert not AuditCheckpoint.objects.exists()
