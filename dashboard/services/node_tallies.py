@@ -23,7 +23,7 @@ from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from django.db import connection, transaction
-from django.db.models import Count, F
+from django.db.models import Count, F, Model
 from django.db.models.functions import Greatest
 
 from dashboard.models import (
@@ -271,18 +271,28 @@ DayTallies = dict[date, dict[str, NodeCounts]]
 
 def tallies_subtract_calls(tallies: DayTallies) -> None:
     """Take pruned calls' counts off the totals and off the shares of the days they were stored on."""
-    for day, counts in sorted(tallies.items()):
-        rows = [(n, t.considered, t.filtered_out) for n, t in sorted(counts.items()) if t.considered or t.filtered_out]
-        for name, considered, filtered_out in rows:
-            NodeDayTally.objects.filter(day=day, node=name).update(
-                considered=Greatest(F("considered") - considered, 0),
-                filtered_out=Greatest(F("filtered_out") - filtered_out, 0),
-            )
-        for name, tally in sorted(counts.items()):
-            for (plugin, reason), count in sorted((tally.reasons or {}).items()):
-                NodeDayReasonTally.objects.filter(day=day, node=name, plugin=plugin, reason=reason).update(
-                    count=Greatest(F("count") - count, 0)
-                )
+    _subtract(
+        NodeDayTally,
+        ("day", "node"),
+        ("considered", "filtered_out"),
+        [
+            (day, name, t.considered, t.filtered_out)
+            for day, counts in sorted(tallies.items())
+            for name, t in sorted(counts.items())
+            if t.considered or t.filtered_out
+        ],
+    )
+    _subtract(
+        NodeDayReasonTally,
+        ("day", "node", "plugin", "reason"),
+        ("count",),
+        [
+            (day, name, plugin, reason, count)
+            for day, counts in sorted(tallies.items())
+            for name, t in sorted(counts.items())
+            for (plugin, reason), count in sorted((t.reasons or {}).items())
+        ],
+    )
     NodeDayTally.objects.filter(considered=0, filtered_out=0).delete()
     NodeDayReasonTally.objects.filter(count=0).delete()
     totals: dict[str, NodeCounts] = {}
@@ -318,32 +328,43 @@ def tallies_subtract_day(day: date) -> None:
 def tallies_subtract(tallies: Mapping[str, NodeCounts]) -> None:
     """Take pruned calls' (and cycles') counts off, never below zero, and drop the nodes and reasons no retained
     record counts any more."""
-    for name, tally in sorted(tallies.items()):
-        NodeTally.objects.filter(node=name).update(
-            considered=Greatest(F("considered") - tally.considered, 0),
-            filtered_out=Greatest(F("filtered_out") - tally.filtered_out, 0),
-            placements=Greatest(F("placements") - tally.placements, 0),
-            preferred=Greatest(F("preferred") - tally.preferred, 0),
-        )
+    _subtract(
+        NodeTally,
+        ("node",),
+        ("considered", "filtered_out", "placements", "preferred"),
+        [(n, t.considered, t.filtered_out, t.placements, t.preferred) for n, t in sorted(tallies.items())],
+    )
     NodeTally.objects.filter(considered=0, filtered_out=0, placements=0, preferred=0).delete()
-    rows = [(n, p, r, c) for n, t in sorted(tallies.items()) if t.reasons for (p, r), c in sorted(t.reasons.items())]
+    _subtract(
+        NodeReasonTally,
+        ("node", "plugin", "reason"),
+        ("count",),
+        [(n, p, r, c) for n, t in sorted(tallies.items()) if t.reasons for (p, r), c in sorted(t.reasons.items())],
+    )
+    NodeReasonTally.objects.filter(count=0).delete()
+
+
+def _subtract(model: type[Model], keys: tuple[str, ...], amounts: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+    """Take each row's amounts off the counts of ``model``'s row matched by its keys (a row is its keys' values,
+    then its amounts'), never below zero: one statement on PostgreSQL, one per row elsewhere."""
     if not rows:
         return
-    if connection.vendor == "postgresql":
-        columns = list(zip(*rows, strict=True))
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {NodeReasonTally._meta.db_table} AS t SET count = GREATEST(t.count - v.n, 0) "  # noqa: S608
-                "FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[]) AS v(node, plugin, reason, n) "
-                "WHERE t.node = v.node AND t.plugin = v.plugin AND t.reason = v.reason",
-                [list(column) for column in columns],
+    if connection.vendor != "postgresql":
+        for row in rows:
+            model.objects.filter(**dict(zip(keys, row, strict=False))).update(
+                **{a: Greatest(F(a) - n, 0) for a, n in zip(amounts, row[len(keys) :], strict=True)}
             )
-    else:
-        for name, plugin, reason, count in rows:
-            NodeReasonTally.objects.filter(node=name, plugin=plugin, reason=reason).update(
-                count=Greatest(F("count") - count, 0)
-            )
-    NodeReasonTally.objects.filter(count=0).delete()
+        return
+    column = {name: model._meta.get_field(name).column for name in (*keys, *amounts)}  # type: ignore[union-attr]
+    arrays = [f"%s::{model._meta.get_field(k).db_type(connection)}[]" for k in keys] + ["%s::bigint[]"] * len(amounts)
+    sets = ", ".join(f"{column[a]} = GREATEST(t.{column[a]} - v.{a}, 0)" for a in amounts)
+    match = " AND ".join(f"t.{column[k]} = v.{k}" for k in keys)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {model._meta.db_table} AS t SET {sets} "  # noqa: S608
+            f"FROM unnest({', '.join(arrays)}) AS v({', '.join((*keys, *amounts))}) WHERE {match}",
+            [list(values) for values in zip(*rows, strict=True)],
+        )
 
 
 def node_tallies_rebuild() -> int:
