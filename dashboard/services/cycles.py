@@ -28,7 +28,7 @@ from django.db import connection, transaction
 from dashboard.models import Outcome, SchedulingCycle, VerbCall
 from dashboard.services.audit_chain import ChainAppender, audit_chain_open, call_content
 from dashboard.services.cycle_summary import SUMMARY_FIELDS, candidates, summarize
-from dashboard.services.new_calls import NewCall, Summary, build_call, when
+from dashboard.services.new_calls import NewCall, Summary, build_call, record_of, when
 from dashboard.services.node_tallies import BatchTallies, placed_node
 from dashboard.services.record_writes import (
     call_row,
@@ -398,6 +398,7 @@ def _explain_binds(batch: _Batch, joined: Sequence[tuple[SchedulingCycle, _Call]
         if new is None or new.verb != "bind" or new.error or new.http_status != 200 or not cycle.chosen_node:
             continue
         try:
+            calls = batch.calls_of(cycle)
             siblings = [
                 c.stored
                 if c.stored is not None
@@ -409,13 +410,15 @@ def _explain_binds(batch: _Batch, joined: Sequence[tuple[SchedulingCycle, _Call]
                     response_json=c.new.response_json if c.new is not None else None,
                     body=c.new.body if c.new is not None else None,
                 )
-                for c in batch.calls_of(cycle)
+                for c in calls
             ]
             records: dict[str, Any] = {}
-            for sibling in siblings:
+            for c, sibling in zip(calls, siblings, strict=True):
                 sibling.__dict__["siblings"] = siblings
                 if sibling.verb in {"filter", "prioritize", "bind"} and sibling.http_status == 200:
-                    records[sibling.verb] = sibling.record
+                    # The event a new call was built from in this process is its record, without decoding the body.
+                    event = c.new.event if c.new is not None else None
+                    records[sibling.verb] = record_of(event) if event is not None else sibling.record
             if (records.get("bind") or {}).get("simulated"):
                 continue  # no pod was bound in a cluster (demo mode): nothing to write an Event on
             pod_events.explained_bind(cycle=cycle, records=records)

@@ -22,6 +22,7 @@ from functools import partial
 from typing import Any
 
 import msgspec
+from django.conf import settings
 
 from dashboard.models import VerbCall
 from dashboard.services.sanitize import sanitize_for_postgres
@@ -187,6 +188,9 @@ class Summary:
         self.only_passed = passed[0] if len(passed) == 1 else ""
 
 
+_EXPLAINED_VERBS = frozenset({"filter", "prioritize", "bind"})
+"""The verbs whose records an ``Explained`` Event's summary reads."""
+
 STORE_BODIES = True
 """False stores every record as JSON, as before migration 0004 (``benchmarks/record_path.py`` compares both)."""
 
@@ -267,15 +271,20 @@ class NewCall:
     from a spool row: the ingester holds the row (``spool_ingest.with_row_sources``), nothing travels back for it."""
     shared_part: SharedPartBytes | None = None
     """A filter's shared part (``dashboard.storage.shared_parts``), stored with the first call that refers to it."""
+    event: VerbEvent | None = None
+    """The event as stored, while the pods' ``Explained`` Events are on, for its record (``record_of``) without
+    decoding the body again; None once it has travelled from a builder process (its record is then decoded)."""
 
     def __getstate__(self) -> tuple[Any, ...]:  # to the ingester from its builder process
         # The failures go as they are: a batch's calls are pickled together, so a mapping that repeats from call to
         # call is written once and received as one object again. A filter's reference is as large as its per-node
         # data, and needed only when a prioritize of the batch referred to another filter: the fold makes it again
         # from the body then (``dashboard.services.cycles``), as for a stored filter.
+        # The event would double what travels back; the Event's summary decodes the body instead.
         drop_reference = self.filter_reference is not None and self.body is not None
         return tuple(
-            None if drop_reference and name == "filter_reference" else getattr(self, name) for name in self.__slots__
+            None if name == "event" or (drop_reference and name == "filter_reference") else getattr(self, name)
+            for name in self.__slots__
         )
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
@@ -304,6 +313,8 @@ class NewCall:
             Summary.of_event(event, at),
             body,
         )
+        if settings.SCHEDLENS_POD_EVENTS and event.http_status == 200 and event.verb in _EXPLAINED_VERBS:
+            call.event = event
         if body is None:
             call.record_json = pack(record_of(event))
             call.response_json = pack(msgspec.json.decode(answer_of(event)))

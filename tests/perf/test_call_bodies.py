@@ -220,7 +220,8 @@ def _through_a_process(value: Any) -> Any:
     return pickle.loads(pickle.dumps(value))  # noqa: S301
 
 
-def test_prepared_calls_come_back_from_a_preparing_process_field_for_field():
+def test_prepared_calls_come_back_from_a_preparing_process_field_for_field(settings):
+    settings.SCHEDLENS_POD_EVENTS = True
     extender, cluster = demo_extender(40)
     events = cycle_events(extender, cluster, random.Random(5), profile="default", mode="names")
     sent = [new_calls.build_call(event) for event in events]
@@ -229,13 +230,19 @@ def test_prepared_calls_come_back_from_a_preparing_process_field_for_field():
     assert sent[0].filter_reference is not None, "the filter has a reference a prioritize may make"
     for original, back in zip(sent, _through_a_process(sent), strict=True):
         for name in original.__slots__:
-            if name not in {"summary", "filter_reference"}:
+            if name not in {"summary", "filter_reference", "event"}:
                 assert getattr(back, name) == getattr(original, name), name
         # A filter's reference stays behind; the writer makes the same again from the body when it needs it.
         assert back.filter_reference is None
+        # So does the event: the Explained Event's summary decodes the body instead, the same record.
+        assert original.event is not None and back.event is None
         assert cycles._new_filter_reference(back) == original.filter_reference
         for name in original.summary.__slots__:
             assert getattr(back.summary, name) == getattr(original.summary, name), f"summary.{name}"
+    stored = [VerbCall(event_id=c.event_id, verb=c.verb, body=c.body, record_json=c.record_json) for c in sent]
+    for call, original in zip(stored, sent, strict=True):
+        call.__dict__["siblings"] = stored
+        assert call.record == new_calls.record_of(original.event), f"{call.verb}: the event is the body's record"
     first, second = _through_a_process(sent[0]), _through_a_process(sent[0])
     assert first.summary.nodes is second.summary.nodes, "a list received again is the same list"
     again = msgspec.structs.replace(events[0], event_id="f" * 32, pod_uid="other")
