@@ -8,7 +8,9 @@ to go too.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import time
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.db import transaction
@@ -34,6 +36,8 @@ from dashboard.services.partitions import (
     partitions_drop,
 )
 
+log = logging.getLogger(__name__)
+
 
 class AuditChainBrokenError(Exception):
     """Raised instead of pruning a stretch of the chain that does not verify: evidence is never deleted."""
@@ -58,6 +62,10 @@ class PruneResult:
     """PostgreSQL: the day partitions dropped whole (``dashboard.services.partitions``)."""
     partitions_held_back: str = ""
     """PostgreSQL: why a day of calls past the cut-off was kept ("" none)."""
+    verified_seconds: float = 0.0
+    """Spent verifying the days to drop before taking the chain lock (ingest went on meanwhile)."""
+    locked_seconds: float = 0.0
+    """Spent holding the chain lock: what ingest waited (its records stayed in the spool)."""
 
 
 def _prune_parts() -> int:
@@ -91,12 +99,14 @@ def cycles_prune(*, older_than: datetime, dry_run: bool = False, batch_size: int
     waits (its records stay in the spool) while a prune runs; the whole days it drops are verified before it takes
     the lock (``days_verify``), so that wait is the drop's, not the verification's.
     """
+    began = time.monotonic()
     partitioned = is_partitioned()
     verified = days_verify(older_than=older_than, chunk_size=batch_size) if partitioned else DaysVerified(days={})
     if verified.broken is not None:
         raise AuditChainBrokenError(verified.broken)
     with transaction.atomic():
         lock_chain()
+        locked = time.monotonic()
         removed_calls: DayTallies = {}
         removed: dict[str, NodeCounts] = {}  # the deleted cycles'
         dropped = PartitionsDropped(tables=[])
@@ -142,7 +152,19 @@ def cycles_prune(*, older_than: datetime, dry_run: bool = False, batch_size: int
             held_back=SchedulingCycle.objects.filter(started_at__lt=older_than).count(),
             partitions_dropped=tuple(dropped.tables),
             partitions_held_back=dropped.held_back,
+            verified_seconds=locked - began,
         )
         if dry_run:
             transaction.set_rollback(True)
+    result = replace(result, locked_seconds=time.monotonic() - locked)
+    log.info(
+        "retention%s: %d cycles and %d calls before %s, partitions %s; verified for %.1f s, chain lock held %.1f s",
+        " (dry run)" if dry_run else "",
+        result.cycles_deleted,
+        result.calls_deleted,
+        older_than.isoformat(),
+        ", ".join(result.partitions_dropped) or "none",
+        result.verified_seconds,
+        result.locked_seconds,
+    )
     return result

@@ -32,5 +32,12 @@ class Command(BaseCommand):
             f"{verb} {result.cycles_deleted} cycles, {result.calls_deleted} calls started before "
             f"{older_than:%Y-%m-%d %H:%M:%S}Z and {result.parts_deleted} shared parts no call refers to any more; "
             f"checkpoint at call {result.checkpoint_call_id}; "
-            f"{result.held_back} older cycles held back (calls chained after newer ones)"
+            f"{result.held_back} older cycles held back (calls chained after newer ones); "
+            f"{len(result.partitions_dropped)} partitions dropped{_why(result.partitions_held_back)}; "
+            f"verified for {result.verified_seconds:.1f} s, then held the chain lock (ingest waiting) for "
+            f"{result.locked_seconds:.1f} s"
         )
+
+
+def _why(held_back: str) -> str:
+    return f", a day held back: {held_back}" if held_back else ""
