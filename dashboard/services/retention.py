@@ -3,7 +3,7 @@
 A prune verifies the stretch of chain it is about to delete (evidence that does not verify is never deleted),
 deletes it, and leaves an ``AuditCheckpoint`` with its last link, from which ``audit_chain_verify`` resumes.
 The per-node counts lose what the deleted calls and cycles had added, and shared parts no remaining call can refer
-to go too.
+to go too, as do the placement observations that occurred before the cut-off.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from django.db.models import Max, Min
 from django.utils import timezone
 
 from dashboard.models import AuditCheckpoint, SchedulingCycle, SharedPart, VerbCall
+from dashboard.placements.models import PlacementObservation
 from dashboard.services.audit_chain import GENESIS, ChainReport, ChainWalk, chain_walk, latest_checkpoint
 from dashboard.services.chain_lock import lock_chain
 from dashboard.services.node_tallies import (
@@ -62,6 +63,8 @@ class PruneResult:
     """PostgreSQL: the day partitions dropped whole (``dashboard.services.partitions``)."""
     partitions_held_back: str = ""
     """PostgreSQL: why a day of calls past the cut-off was kept ("" none)."""
+    observations_deleted: int = 0
+    """Placement observations (``dashboard.placements``) that occurred before the cut-off."""
     verified_seconds: float = 0.0
     """Spent verifying the days to drop before taking the chain lock (ingest went on meanwhile)."""
     locked_seconds: float = 0.0
@@ -105,6 +108,8 @@ def cycles_prune(*, older_than: datetime, dry_run: bool = False, batch_size: int
     if verified.broken is not None:
         raise AuditChainBrokenError(verified.broken)
     with transaction.atomic():
+        # Not chained: they go before the lock is taken, in the same transaction (a dry run keeps them).
+        observations_deleted = PlacementObservation.objects.filter(occurred_at__lt=older_than).delete()[0]
         lock_chain()
         locked = time.monotonic()
         removed_calls: DayTallies = {}
@@ -152,6 +157,7 @@ def cycles_prune(*, older_than: datetime, dry_run: bool = False, batch_size: int
             held_back=SchedulingCycle.objects.filter(started_at__lt=older_than).count(),
             partitions_dropped=tuple(dropped.tables),
             partitions_held_back=dropped.held_back,
+            observations_deleted=observations_deleted,
             verified_seconds=locked - began,
         )
         if dry_run:

@@ -276,3 +276,27 @@ def test_a_day_whose_last_link_changed_after_its_verification_is_not_dropped(sto
 
     assert SchedulingCycle.objects.count() == 3
     assert not AuditCheckpoint.objects.exists()
+
+
+def test_placement_observations_older_than_the_cut_off_go_with_their_cycles(stored_at):
+    from dashboard.placements.models import ObservationKind, PlacementObservation
+    from dashboard.placements.services import placements_record
+
+    _record_two_old_days_and_today(stored_at)
+    for uid in ("a", "b", "c"):
+        cycle = SchedulingCycle.objects.get(pod_uid=uid)
+        placements_record(
+            key=f"bound:{uid}",
+            kind=ObservationKind.BOUND,
+            pod_uid=uid,
+            pod_namespace="ns",
+            pod_name=uid,
+            node="node-1",
+            occurred_at=(cycle.started_at + timedelta(seconds=1)).timestamp(),
+        )
+
+    result = cycles_prune(older_than=CUT)
+
+    assert result.observations_deleted == 2
+    kept = PlacementObservation.objects.get()
+    assert (kept.pod_uid, kept.cycle_id) == ("c", SchedulingCycle.objects.get(pod_uid="c").pk)
