@@ -235,7 +235,8 @@ def test_prepared_calls_come_back_from_a_preparing_process_field_for_field(setti
         # A filter's reference stays behind; the writer makes the same again from the body when it needs it.
         assert back.filter_reference is None
         # So does the event: the Explained Event's summary decodes the body instead, the same record.
-        assert original.event is not None and back.event is None
+        assert original.event is not None
+        assert back.event is None
         assert cycles._new_filter_reference(back) == original.filter_reference
         for name in original.summary.__slots__:
             assert getattr(back.summary, name) == getattr(original.summary, name), f"summary.{name}"
