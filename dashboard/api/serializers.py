@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import cached_property
 from typing import Any
 from urllib.parse import urlencode
 
@@ -18,13 +20,34 @@ from dashboard.traffic.models import TrafficRefresh
 # --- explanation (mirrors scheduler_core.explain) ---------------------------------------------------
 
 
-class FilterVerdictSerializer(serializers.Serializer[Any]):
+# An output shape of a plain object (``scheduler_core.explain``'s dataclasses): each field is its attribute.
+# DRF's ``Serializer.to_representation`` looks every field of every object up through ``Field.get_attribute``,
+# which also serves dotted sources, callables and mappings: generality an explanation pays for again on each of the
+# dozen figures of each of hundreds of nodes and terms. Each value still goes through its field's own
+# ``to_representation`` (and ``None`` stays ``None``), so the output is DRF's (tests/api/test_plain_serializers.py).
+# A comment, not a docstring: the schema would give every subclass its text as a description.
+class _PlainSerializer(serializers.Serializer[Any]):
+    @cached_property
+    def _plain_fields(self) -> list[tuple[str, Callable[[Any], Any]]]:
+        fields = list(self._readable_fields)
+        assert all(f.source == f.field_name for f in fields), "a plain shape reads attributes of the same name"
+        return [(f.field_name, f.to_representation) for f in fields]
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        for name, represent in self._plain_fields:
+            value = getattr(instance, name)
+            data[name] = None if value is None else represent(value)
+        return data
+
+
+class FilterVerdictSerializer(_PlainSerializer):
     plugin = serializers.CharField()
     reason = serializers.CharField()
     detail = serializers.CharField()
 
 
-class TrafficFiguresSerializer(serializers.Serializer[Any]):
+class TrafficFiguresSerializer(_PlainSerializer):
     measured_bytes = serializers.FloatField(
         allow_null=True, help_text="Bytes received over the query window; null: no usable measurement."
     )
@@ -52,7 +75,7 @@ class TrafficFiguresSerializer(serializers.Serializer[Any]):
     )
 
 
-class ResourceFiguresSerializer(serializers.Serializer[Any]):
+class ResourceFiguresSerializer(_PlainSerializer):
     requested = serializers.ListField(child=serializers.CharField(), help_text="Extended resources the pod requests.")
     resource_scores = serializers.DictField(
         child=serializers.FloatField(allow_null=True),
@@ -61,13 +84,13 @@ class ResourceFiguresSerializer(serializers.Serializer[Any]):
     mean = serializers.FloatField(allow_null=True, help_text="Their mean; the score is it clamped to 0..100.")
 
 
-class ImageFiguresSerializer(serializers.Serializer[Any]):
+class ImageFiguresSerializer(_PlainSerializer):
     requested = serializers.IntegerField(help_text="Images the pod names.")
     present = serializers.IntegerField(allow_null=True, help_text="How many of them the node holds.")
     images = serializers.ListField(child=serializers.CharField())
 
 
-class ScoreTermSerializer(serializers.Serializer[Any]):
+class ScoreTermSerializer(_PlainSerializer):
     plugin = serializers.CharField()
     weight = serializers.IntegerField()
     applicable = serializers.BooleanField()
@@ -82,7 +105,7 @@ class ScoreTermSerializer(serializers.Serializer[Any]):
     images = ImageFiguresSerializer(allow_null=True, help_text="ImageLocality's figures.")
 
 
-class NodeExplanationSerializer(serializers.Serializer[Any]):
+class NodeExplanationSerializer(_PlainSerializer):
     node = serializers.CharField()
     passed = serializers.BooleanField(allow_null=True, help_text="Null when no filter call was recorded.")
     unresolvable = serializers.BooleanField()
@@ -99,7 +122,7 @@ class NodeExplanationSerializer(serializers.Serializer[Any]):
     )
 
 
-class ExplanationSerializer(serializers.Serializer[Any]):
+class ExplanationSerializer(_PlainSerializer):
     chosen_node = serializers.CharField()
     preferred_node = serializers.CharField()
     runner_up = serializers.CharField()

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET
 
 from dashboard.models import NodeMode, Outcome, SchedulingCycle
 from dashboard.selectors import cycle_and_calls
-from dashboard.ui import node_selectors, presenters, selectors
+from dashboard.ui import candidate_table, node_selectors, presenters, selectors
 from dashboard.ui.shared import CycleFilterSet, explanation_lines
 from dashboard.ui.whatif import parse_what_if
 from scheduler_core.history_replay.scenarios import recorded_scenario
@@ -117,6 +117,8 @@ def decision(request: HttpRequest, pk: int) -> HttpResponse:
         "why_not_node": why_not_node,
         "why_not_error": why_error,
         "chart": presenters.chart_data(view),
+        "candidate_rows": candidate_table.candidate_rows(view),
+        "why_not_options": candidate_table.why_not_options(view, why_not_node),
         "node_modes": dict(NodeMode.choices),
     }
     return render(request, "dashboard/decision.html", context)
