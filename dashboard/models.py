@@ -212,9 +212,11 @@ class SharedPart(models.Model):
         return self.digest[:12]
 
 
-SHARED_PARTS_KEPT = 32
+SHARED_PARTS_KEPT = 256
 _shared_parts_read: LRU[str, bytes] = LRU(SHARED_PARTS_KEPT)
-"""The shared parts read lately, by digest: the dashboard's threads read the calls of a page side by side."""
+"""The shared parts read lately, by digest: the dashboard's threads read the calls of a page side by side, and an
+export reads the calls of every pod kind and cluster in turn. Kept fewer than the parts a stretch of history
+interleaves, each call would read its part again; a part is a few kilobytes of compressed bytes."""
 
 
 def shared_part_data(digest: str) -> bytes | None:

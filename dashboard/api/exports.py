@@ -1,7 +1,8 @@
 """Streaming CSV and NDJSON exports of cycles: memory is bounded by the fetch chunk, not by the row count.
 
 Rows come from ``QuerySet.iterator(chunk_size)`` (a server-side cursor on PostgreSQL) and leave as soon as a
-few hundred are encoded, so 1,000,000 rows cost what 2,000 do.
+few hundred (or a megabyte) are encoded, so 1,000,000 rows cost what 2,000 do; a cycle's calls, prefetched with its
+chunk, are let go once the cycle is written.
 
 With the explanation (``include=explanation``) each NDJSON line carries the why API's ``explanation`` object, and
 the CSV has one row per cycle and candidate node whose columns are named by the same keys, a term's as
@@ -110,6 +111,9 @@ TERM_COLUMNS = tuple(
 )
 EXPLAINED_CSV_FIELDS = (*FIELDS, *EXPLANATION_FIELDS, *NODE_FIELDS, *(c for columns in TERM_COLUMNS for c in columns))
 ROWS_PER_WRITE = 500
+WRITE_BYTES = 1024 * 1024
+"""An NDJSON write also leaves once it holds this much: a line with the calls or the explanation of a 1000-node
+cycle is hundreds of kilobytes, so ``ROWS_PER_WRITE`` of them would be hundreds of megabytes."""
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -168,7 +172,7 @@ def cycles_ndjson(
     for count, row in enumerate(rows, start=1):
         lines += encoder.encode(row)
         lines += b"\n"
-        if count % ROWS_PER_WRITE == 0:
+        if count % ROWS_PER_WRITE == 0 or len(lines) >= WRITE_BYTES:
             yield bytes(lines)
             lines.clear()
     if lines:
@@ -180,8 +184,14 @@ Explainer = Callable[[SchedulingCycle], Explanation]
 
 
 def _with_calls(queryset: QuerySet[SchedulingCycle], chunk_size: int) -> Iterator[SchedulingCycle]:
+    """Each cycle with its calls prefetched; the calls are dropped once the caller asks for the next cycle."""
     calls = Prefetch("calls", queryset=VerbCall.objects.order_by("id").only(*STORED_CALL_FIELDS, "cycle_id"))
-    return queryset.prefetch_related(calls).iterator(chunk_size=chunk_size)
+    for cycle in queryset.prefetch_related(calls).iterator(chunk_size=chunk_size):
+        yield cycle
+        # The prefetched calls and their cycle refer to each other (Django caches the relation both ways), so
+        # reference counting never frees them, decoded records included: only the cyclic collector does, which
+        # a worker runs rarely (dashboard.gunicorn_conf.post_worker_init). Breaking the loop frees them now.
+        cycle._prefetched_objects_cache.clear()
 
 
 def _cell(value: Any) -> Any:
