@@ -8,7 +8,7 @@ cycle the same way without a database. A record that cannot be read (a refused c
 from __future__ import annotations
 
 from collections.abc import Mapping, Set
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
@@ -142,41 +142,51 @@ def contribution(normalized: float, weight: int, applicable_weight: int) -> floa
     return normalized * weight / applicable_weight if applicable_weight else 0.0
 
 
-def _terms(prioritize: PrioritizeRecord, index: int, node: str, traffic: TrafficColumn | None) -> tuple[ScoreTerm, ...]:
-    total_weight = sum(p.weight for p in prioritize.plugins if p.applicable)
+def _terms(
+    prioritize: PrioritizeRecord, index: int, node: str, traffic: TrafficColumn | None, applicable_weight: int
+) -> tuple[ScoreTerm, ...]:
     terms: list[ScoreTerm] = []
     for plugin in prioritize.plugins:
         normalized = plugin.scores[index] if index < len(plugin.scores) else 0.0
         weighted = normalized * plugin.weight
-        share = contribution(normalized, plugin.weight, total_weight) if plugin.applicable else 0.0
+        share = contribution(normalized, plugin.weight, applicable_weight) if plugin.applicable else 0.0
         raw = plugin.raw[index] if index < len(plugin.raw) else None
         note = plugin.notes.get(node, "") or ("" if plugin.applicable else plugin.note)
-        term = ScoreTerm(
-            plugin=plugin.name,
-            weight=plugin.weight,
-            applicable=plugin.applicable,
-            normalized=normalized,
-            weighted=round(weighted, 4),
-            contribution=round(share, 4),
-            raw=raw,
-            note=note,
+        arithmetic, traffic_figures, resources, images = _figures(plugin, index, traffic, normalized, note)
+        terms.append(
+            ScoreTerm(
+                plugin=plugin.name,
+                weight=plugin.weight,
+                applicable=plugin.applicable,
+                normalized=normalized,
+                weighted=round(weighted, 4),
+                contribution=round(share, 4),
+                raw=raw,
+                note=note,
+                arithmetic=arithmetic,
+                traffic=traffic_figures,
+                resources=resources,
+                images=images,
+            )
         )
-        terms.append(_with_figures(term, plugin, index, traffic))
     return tuple(terms)
 
 
-def _with_figures(term: ScoreTerm, plugin: PluginScores, index: int, traffic: TrafficColumn | None) -> ScoreTerm:
-    """``term`` with the figures its score follows from and the arithmetic, for the plugins that have them."""
+def _figures(
+    plugin: PluginScores, index: int, traffic: TrafficColumn | None, normalized: float, note: str
+) -> tuple[str, TrafficFigures | None, ResourceFigures | None, ImageFigures | None]:
+    """A term's arithmetic, and the figures its score follows from for the plugins that have them (traffic,
+    resources, images; None for the others), so that the term is built once with everything it shows."""
     if not plugin.applicable:
-        return replace(term, arithmetic=f"{term.note or plugin.note or 'not applicable'}: carries no weight")
+        return f"{note or plugin.note or 'not applicable'}: carries no weight", None, None, None
     if plugin.name == TRAFFIC_PLUGIN and traffic is not None and traffic.plugin is plugin:
-        figures = traffic.figures(index, term.note or ("" if plugin.raw else plugin.note))
-        return replace(term, traffic=figures, arithmetic=traffic.arithmetic(figures, term.normalized))
+        figures = traffic.figures(index, note or ("" if plugin.raw else plugin.note))
+        return traffic.arithmetic(figures, normalized), figures, None, None
     if plugin.name == RESOURCES_PLUGIN and (resources := resource_figures(plugin, index)) is not None:
-        return replace(term, resources=resources, arithmetic=resource_arithmetic(resources, term.normalized, term.note))
+        return resource_arithmetic(resources, normalized, note), None, resources, None
     if plugin.name == IMAGES_PLUGIN and (images := image_figures(plugin, index)) is not None:
-        return replace(term, images=images, arithmetic=image_arithmetic(images, term.normalized))
-    return term
+        return image_arithmetic(images, normalized), None, None, images
+    return "", None, None, None
 
 
 def _forced(prioritize: PrioritizeRecord | None) -> dict[str, str]:
@@ -192,19 +202,6 @@ def _traffic_plugin(prioritize: PrioritizeRecord | None) -> PluginScores | None:
     return next((p for p in prioritize.plugins if p.name == TRAFFIC_PLUGIN), None)
 
 
-def _traffic_of(
-    node: str, filtered: FilterRecord | None, prioritize: PrioritizeRecord | None, index: dict[str, int]
-) -> float | None:
-    if filtered is not None and filtered.traffic_bytes:
-        position = filtered.nodes.index(node) if node in filtered.nodes else -1
-        if 0 <= position < len(filtered.traffic_bytes):
-            return filtered.traffic_bytes[position]
-    plugin = _traffic_plugin(prioritize)
-    if plugin is not None and node in index and index[node] < len(plugin.raw):
-        return plugin.raw[index[node]]
-    return None
-
-
 class _Cycle:
     """A cycle's records read once: what explaining any one of its nodes needs, and what every summary needs
     (our preferred node, the measured leader, the ranking), without explaining a node yet."""
@@ -217,6 +214,8 @@ class _Cycle:
             positions = [i for i, node in enumerate(prioritize.nodes) if node in self.forced]
             self.bounds = spread_bounds(prioritize.final, positions)
         candidates = list(filtered.nodes) if filtered is not None else []
+        self.position = {n: i for i, n in reversed(list(enumerate(candidates)))}
+        """Node → its position in the filter call (a node listed twice: the first), for its ``traffic_bytes``."""
         self.scored = scored = list(prioritize.nodes) if prioritize is not None else []
         known = set(candidates)
         self.candidates = candidates + [n for n in scored if n not in known]
@@ -228,6 +227,9 @@ class _Cycle:
         self.passed = set(filtered.passed) if filtered is not None else set()
         self.unresolvable = set(filtered.unresolvable) if filtered is not None else set()
         self.weight = prioritize.extender_weight if prioritize is not None else 0
+        self.applicable_weight = (
+            sum(p.weight for p in prioritize.plugins if p.applicable) if prioritize is not None else 0
+        )
         self._traffic: TrafficColumn | None = None
         self.preferred = ""
         if prioritize is not None and prioritize.nodes:
@@ -235,16 +237,28 @@ class _Cycle:
         elif filtered is not None and len(filtered.passed) == 1:
             self.preferred = filtered.passed[0]  # kube-scheduler skips prioritize for a single feasible node
         self.leader = measured_leader(prioritize, self.forced) if prioritize is not None else ""
-        traffic = _traffic_plugin(prioritize)
+        self.traffic_plugin = traffic = _traffic_plugin(prioritize)
         notes = (filtered.metric_note if filtered else "", traffic.note if traffic else "")
         self.notes = list(dict.fromkeys(n for n in notes if n))
 
     def traffic(self) -> TrafficColumn | None:
         """The ``NetworkTraffic`` column, read the first time a node's terms need it."""
-        plugin = _traffic_plugin(self.prioritize)
+        plugin = self.traffic_plugin
         if plugin is not None and self._traffic is None:
             self._traffic = TrafficColumn(plugin, self.scored)
         return self._traffic
+
+    def traffic_bytes(self, node: str) -> float | None:
+        """The node's received bytes as the filter call recorded them, else as the prioritize call did."""
+        filtered, plugin = self.filtered, self.traffic_plugin
+        if filtered is not None and filtered.traffic_bytes:
+            position = self.position.get(node, -1)
+            if 0 <= position < len(filtered.traffic_bytes):
+                return filtered.traffic_bytes[position]
+        i = self.index.get(node)
+        if plugin is not None and i is not None and i < len(plugin.raw):
+            return plugin.raw[i]
+        return None
 
     def place(self, node: str) -> tuple[int, int]:
         """Where ``node`` goes in the explanation: scored nodes by rank, then the ones that passed, then the rest."""
@@ -270,13 +284,13 @@ class _Cycle:
                     prioritize.final[i], prioritize.extender[i], prioritize.answer_scale, self.bounds
                 )
             points = prioritize.extender[i] * self.weight * 10 if self.weight else None
-            terms = _terms(prioritize, i, node, self.traffic())
+            terms = _terms(prioritize, i, node, self.traffic(), self.applicable_weight)
         return NodeExplanation(
             node=node,
             passed=None if filtered is None else node in self.passed,
             unresolvable=node in self.unresolvable,
             verdicts=tuple(FilterVerdict(p, r, details.get(p, "")) for p, r in failures.items()),
-            traffic_bytes=_traffic_of(node, filtered, prioritize, self.index),
+            traffic_bytes=self.traffic_bytes(node),
             terms=terms,
             final_score=prioritize.final[i] if prioritize is not None and i is not None else None,
             extender_score=prioritize.extender[i] if prioritize is not None and i is not None else None,

@@ -99,6 +99,14 @@ def test_nodes_are_listed_by_rank_then_the_excluded_ones():
     ]
 
 
+def test_a_nodes_traffic_bytes_come_from_its_own_place_in_the_filter_call_else_from_the_prioritize_call():
+    nodes = ["node-3", "node-1", "node-2"]
+    filtered = FilterRecord(nodes=nodes, passed=nodes, traffic_bytes=[3.0e6, 1.5e6])  # none for node-2
+    explanation = explain(filter_record=stored(filtered), prioritize_record=traffic_prioritize())
+    by_node = {n.node: n.traffic_bytes for n in explanation.nodes}
+    assert by_node == {"node-3": 3.0e6, "node-1": 1.5e6, "node-2": 1.2e6}
+
+
 def test_weighted_terms_add_up_to_the_final_score_and_an_inapplicable_plugin_adds_nothing():
     plugins = [
         PluginScores(name="NetworkTraffic", weight=3, scores=[100.0, 0.0], raw=[1.0e6, 2.0e6]),
