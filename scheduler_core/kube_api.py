@@ -13,8 +13,11 @@ Client quirk worked around: the generated client declares the Binding subresourc
 fails (``target`` is required; client 37 raises a pydantic ``ValidationError``) *after the pod
 was bound*. So every call here passes ``_preload_content=False`` and reads status and JSON itself.
 
-The Binding itself is not sent through the generated method but posted as JSON bytes (``kube_http.JsonPoster``):
-its pydantic validation, model objects and serialization cost about a fifth of the bind verb's CPU. A 2xx answer is
+The Binding itself is not sent through the generated method: its pydantic validation, model objects and
+serialization cost about a fifth of the bind verb's CPU (the A/B in ``benchmarks/results-cost.md``). It is posted as
+JSON bytes through the same client's connection pool (its TLS settings, proxy and retries) with the headers the
+generated method sends (``Accept``, the client's default headers and cookie, and its authorization, asked for on
+every request as the generated client does, so refreshed tokens are used), plus ``Content-Type``. A 2xx answer is
 the bind; nothing is read back.
 """
 
@@ -29,6 +32,7 @@ import re
 import time
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import quote
 
 import msgspec
 import urllib3
@@ -39,7 +43,6 @@ from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.incluster_config import InClusterConfigLoader
 
 from scheduler_core.binding import BindOutcome, PlacementUnknownError, PodPlacement
-from scheduler_core.kube_http import JsonPoster
 
 __all__ = ["KubeConfigError", "KubernetesBinder", "is_timeout", "load_api_client", "read_raw", "with_bounded_retries"]
 
@@ -154,7 +157,8 @@ class KubernetesBinder:
         self._max_throttle_wait = max(0.0, float(max_throttle_wait_seconds))
         self._api_client = with_bounded_retries(api_client)
         self._core = client.CoreV1Api(self._api_client)
-        self._poster = JsonPoster(self._api_client)
+        self._configuration = self._api_client.configuration
+        self._pool: urllib3.PoolManager = self._api_client.rest_client.pool_manager
 
     def close(self) -> None:
         """Release this binder's connection pool (the caller's ``api_client`` is left alone)."""
@@ -176,7 +180,7 @@ class KubernetesBinder:
             if remaining < _MIN_REQUEST_SECONDS:
                 return self._timed_out(throttled)
             try:
-                response = self._poster.post(url, body, remaining)
+                response = self._post(url, body, remaining)
                 status, data = read_raw(response)
             except urllib3.exceptions.SSLError as exc:  # as the generated client reports it: no HTTP answer
                 return _failure(f"could not reach the API server: {type(exc).__name__}", "no HTTP answer")
@@ -228,7 +232,11 @@ class KubernetesBinder:
 
     def _binding_request(self, namespace: str, name: str, uid: str, node: str) -> tuple[str, bytes]:
         """URL and JSON body of ``POST pods/{name}/binding``: the ``v1.Binding`` the generated client would send."""
-        url = self._poster.url("/api/v1/namespaces/{namespace}/pods/{name}/binding", namespace=namespace, name=name)
+        safe = self._configuration.safe_chars_for_path_param
+        url = (
+            f"{self._configuration.host}/api/v1/namespaces/{quote(namespace, safe=safe)}"
+            f"/pods/{quote(name, safe=safe)}/binding"
+        )
         metadata = {"name": name, "namespace": namespace, **({"uid": uid} if uid else {})}
         binding = {
             "apiVersion": "v1",
@@ -237,6 +245,19 @@ class KubernetesBinder:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         return url, msgspec.json.encode(binding)
+
+    def _post(self, url: str, body: bytes, timeout: float) -> urllib3.BaseHTTPResponse:
+        """POST ``body`` through the client's pool, as ``RESTClientObject.request`` sends a JSON body; raw answer."""
+        headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        headers.update(self._api_client.default_headers)
+        if self._api_client.cookie:
+            headers["Cookie"] = self._api_client.cookie
+        for auth in self._configuration.auth_settings().values():  # BearerToken, refreshed by its hook if any
+            if auth.get("in") == "header" and auth.get("value"):
+                headers[auth["key"]] = auth["value"]
+        return self._pool.request(
+            "POST", url, body=body, headers=headers, timeout=urllib3.Timeout(total=timeout), preload_content=False
+        )
 
     def _throttle_wait(self, headers: Any, waited: float, deadline: float) -> float | None:
         """Seconds to wait before retrying a 429, or None when the budget does not allow another attempt."""

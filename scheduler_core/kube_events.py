@@ -1,9 +1,7 @@
-"""Events about pods (``events.k8s.io/v1``) written through the official ``kubernetes`` client's connection pool.
+"""Events about pods (``events.k8s.io/v1``) written through the official ``kubernetes`` client.
 
 Kept apart from binding (``kube_api``): an Event is best-effort and bounded by its own timeout, and a failure is
-reported as a short kind for the caller to count, never raised, since no placement may wait on it. Posted as JSON
-bytes (``kube_http.JsonPoster``), as the Binding is: the generated method's validation and models were most of the
-Event's cost to the ingester.
+reported as a short kind for the caller to count, never raised, since no placement may wait on it.
 """
 
 from __future__ import annotations
@@ -11,12 +9,11 @@ from __future__ import annotations
 import time
 from typing import Any, Final
 
-import msgspec
 import urllib3
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from scheduler_core.kube_api import is_timeout, read_raw, with_bounded_retries
-from scheduler_core.kube_http import JsonPoster
 
 __all__ = ["NOTE_LIMIT_BYTES", "KubernetesEventWriter"]
 
@@ -47,7 +44,7 @@ class KubernetesEventWriter:
             raise ValueError("timeout_seconds must be positive")
         self._timeout = float(timeout_seconds)
         self._api_client = with_bounded_retries(api_client)
-        self._poster = JsonPoster(self._api_client)
+        self._events = client.EventsV1Api(self._api_client)
 
     def close(self) -> None:
         self._api_client.close()  # type: ignore[no-untyped-call]
@@ -79,9 +76,18 @@ class KubernetesEventWriter:
             "reportingInstance": instance[:128],
             "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": uid},
         }
-        url = self._poster.url("/apis/events.k8s.io/v1/namespaces/{namespace}/events", namespace=namespace)
         try:
-            status, _ = read_raw(self._poster.post(url, msgspec.json.encode(body), self._timeout))
+            # A plain dict body is sent as is (the typed model would only be serialised back to the same JSON).
+            response = self._events.create_namespaced_event(
+                namespace,
+                body,  # type: ignore[arg-type]
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            )
+            read_raw(response)
+            return ""
+        except ApiException as exc:
+            status = exc.status if isinstance(exc.status, int) else 0
+            return str(status) if status else "unreachable"
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             return "timeout" if is_timeout(exc) else "unreachable"
-        return "" if 200 <= status <= 299 else str(status)

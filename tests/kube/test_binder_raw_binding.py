@@ -107,6 +107,6 @@ def test_the_pool_keeps_its_connection_between_binds(api: FakeKubeAPI) -> None:
     for number in range(1, 6):
         assert binder.bind(namespace="shop", name=f"web-{number}", uid=f"uid-{number}", node="node-a").ok
 
-    pool = binder._poster._pool.connection_from_url(api.url)  # the pool the binds went through
+    pool = binder._pool.connection_from_url(api.url)  # the pool the binds went through
     assert pool.num_connections == 1, "every bind after the first reused the kept-alive connection"
     binder.close()
