@@ -1,7 +1,7 @@
 """Adapter to the Kubernetes API server.
 
-With ``kube_watch`` (list + watch), ``kube_events`` (Events about pods) and ``kube_http`` (JSON posted through the
-client's pool), the only modules in schedlens that import the official ``kubernetes`` package. Two things live here:
+With ``kube_watch`` (list + watch) and ``kube_events`` (Events about pods), the only modules in schedlens that
+import the official ``kubernetes`` package. Two things live here:
 
 * :func:`load_api_client` finds a configuration (in-cluster service account, else a kubeconfig)
   or says there is none by returning ``None``;

@@ -270,3 +270,28 @@ def test_a_pod_schedlens_bound_gets_one_event_even_when_the_watcher_sees_it_too(
     _bound_by_kube_scheduler(cycle, cycle.chosen_node)
     assert emitter.join(5)
     assert len(api.created_events) == 1
+
+
+def test_the_event_carries_the_clients_headers_and_its_token_asked_for_on_every_event(api) -> None:
+    api_client = api_client_for(api)
+    api_client.user_agent = "schedlens-test/1"
+    tokens = iter(["first", "second"])
+
+    def refresh(configuration) -> None:  # type: ignore[no-untyped-def]
+        configuration.api_key["BearerToken"] = next(tokens)
+
+    api_client.configuration.api_key["BearerToken"] = "expired"
+    api_client.configuration.api_key_prefix["BearerToken"] = "Bearer"
+    api_client.configuration.refresh_api_key_hook = refresh
+    writer = KubernetesEventWriter(api_client, timeout_seconds=1.0)
+    sent = {"namespace": "shop", "uid": "u", "note": "n", "reason": "Explained", "action": "Scheduling"}
+
+    assert writer.create(name="web-1", controller="schedlens", instance="i", **sent) == ""
+    assert writer.create(name="web-2", controller="schedlens", instance="i", **sent) == ""
+
+    posted = api.requests_to("POST", EVENTS)
+    assert [r.headers.get("authorization") for r in posted] == ["Bearer first", "Bearer second"]
+    headers = {k.lower(): v for k, v in posted[0].headers.items()}
+    assert (headers["user-agent"], headers["accept"]) == ("schedlens-test/1", "application/json")
+    assert [e["regarding"]["name"] for e in api.created_events] == ["web-1", "web-2"]
+    writer.close()
