@@ -164,6 +164,12 @@ def latest_checkpoint() -> AuditCheckpoint | None:
     return AuditCheckpoint.objects.order_by("-last_call_id").first()
 
 
+def checkpoint_link() -> tuple[int, str]:
+    """Where the retained chain starts: the last checkpoint's call and link, or (0, the genesis) without one."""
+    checkpoint = latest_checkpoint()
+    return (checkpoint.last_call_id, checkpoint.chain_hash) if checkpoint else (0, GENESIS)
+
+
 def _chain_head() -> str:
     last = VerbCall.objects.order_by("-id").values_list("chain_hash", flat=True).first()
     if last is not None:

@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from dashboard.models import AuditCheckpoint, NodePosting, SchedulingCycle, VerbCall
 from dashboard.placements.models import PlacementObservation
-from dashboard.services.audit_chain import GENESIS, ChainReport, ChainWalk, chain_walk, latest_checkpoint
+from dashboard.services.audit_chain import ChainReport, ChainWalk, chain_walk, checkpoint_link
 from dashboard.services.node_tallies import NodeCounts, tallies_subtract_day, tally_cycles
 from dashboard.services.record_writes import POSTING_BITS
 
@@ -275,22 +275,30 @@ def days_verify(*, older_than: datetime, chunk_size: int) -> DaysVerified:
     checkpoint it starts from, the day's last call and that call's stored link.
     """
     verified = DaysVerified(days={})
-    checkpoint = latest_checkpoint()
-    start_id, start_hash = (checkpoint.last_call_id, checkpoint.chain_hash) if checkpoint else (0, GENESIS)
+    start_id, start_hash = checkpoint_link()
     for partition in day_partitions(VerbCall):
         if partition.end > older_than:
             break
         high, _ = _call_stretch(partition.table)
         if high is None:
             continue
-        walk = ChainWalk(previous=start_hash)
-        chain_walk(walk, after_id=start_id, before_id=high + 1, chunk_size=chunk_size)
-        if walk.broken_id is not None or walk.last_id != high:
-            verified.broken = walk.report(start_after_id=start_id or None, start_hash=start_hash)
+        link, verified.broken = _stretch_verified(start_id, start_hash, high, chunk_size)
+        if link is None:
             break
-        verified.days[partition.table] = VerifiedDay(start_id, high, walk.previous)
-        start_id, start_hash = high, walk.previous
+        verified.days[partition.table] = VerifiedDay(start_id, high, link)
+        start_id, start_hash = high, link
     return verified
+
+
+def _stretch_verified(
+    start_id: int, start_hash: str, high: int, chunk_size: int
+) -> tuple[str, None] | tuple[None, ChainReport]:
+    """The link of call ``high`` recomputed from ``start_hash`` (the link of ``start_id``), or why it does not hold."""
+    walk = ChainWalk(previous=start_hash)
+    chain_walk(walk, after_id=start_id, before_id=high + 1, chunk_size=chunk_size)
+    if walk.broken_id is not None or walk.last_id != high:
+        return None, walk.report(start_after_id=start_id or None, start_hash=start_hash)
+    return walk.previous, None
 
 
 def _verified_link(day: VerifiedDay | None, *, after_id: int, last_id: int) -> str | None:
@@ -319,8 +327,7 @@ def partitions_drop(
     """
     dropped = PartitionsDropped(tables=[])
     days = verified.days if verified is not None else {}
-    checkpoint = latest_checkpoint()
-    start_id, start_hash = (checkpoint.last_call_id, checkpoint.chain_hash) if checkpoint else (0, GENESIS)
+    start_id, start_hash = checkpoint_link()
     for partition in day_partitions(VerbCall):
         if partition.end > older_than:
             break
@@ -332,12 +339,9 @@ def partitions_drop(
                 break
             link = _verified_link(days.get(partition.table), after_id=start_id, last_id=high)
             if link is None:
-                walk = ChainWalk(previous=start_hash)
-                chain_walk(walk, after_id=start_id, before_id=high + 1, chunk_size=chunk_size)
-                if walk.broken_id is not None or walk.last_id != high:
-                    dropped.broken = walk.report(start_after_id=start_id or None, start_hash=start_hash)
+                link, dropped.broken = _stretch_verified(start_id, start_hash, high, chunk_size)
+                if link is None:
                     return dropped
-                link = walk.previous
             AuditCheckpoint.objects.create(
                 last_call_id=high,
                 chain_hash=link,

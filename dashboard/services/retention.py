@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from dashboard.models import AuditCheckpoint, SchedulingCycle, SharedPart, VerbCall
 from dashboard.placements.models import PlacementObservation
-from dashboard.services.audit_chain import GENESIS, ChainReport, ChainWalk, chain_walk, latest_checkpoint
+from dashboard.services.audit_chain import ChainReport, ChainWalk, chain_walk, checkpoint_link
 from dashboard.services.chain_lock import lock_chain
 from dashboard.services.node_tallies import (
     DayTallies,
@@ -133,8 +133,7 @@ def cycles_prune(*, older_than: datetime, dry_run: bool = False, batch_size: int
                 raise AuditChainBrokenError(dropped.broken)
             older_than = min(older_than, oldest_day_start() or older_than)
         boundary = _prune_boundary(older_than)
-        checkpoint = latest_checkpoint()
-        start_id, start_hash = (checkpoint.last_call_id, checkpoint.chain_hash) if checkpoint else (0, GENESIS)
+        start_id, start_hash = checkpoint_link()
         walk = ChainWalk(previous=start_hash)
         chain_walk(walk, after_id=start_id, before_id=boundary, chunk_size=batch_size, tallies=removed_calls)
         if walk.broken_id is not None:
