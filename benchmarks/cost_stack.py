@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import PY, REPO, recreate_database
+from tests.faults.services import Process, free_port
 
 # --- processes and their CPU -----------------------------------------------------------------------------------------
 
@@ -69,47 +70,6 @@ def descendants(table_: dict[int, tuple[int, int, int]], pid: int) -> list[int]:
 def seconds(table_: dict[int, tuple[int, int, int]], pids: Iterable[int]) -> float:
     """CPU seconds of ``pids`` so far, with the children they reaped (a dead worker stays in its parent's sum)."""
     return sum(table_[p][1] + table_[p][2] for p in pids if p in table_) / TICK
-
-
-class Process:
-    """A subprocess run from a checkout, its output in a log file; stopped by its own pid."""
-
-    def __init__(self, command: Sequence[str], env: dict[str, str], log: Path, cwd: Path) -> None:
-        self.log = log
-        self._handle = log.open("ab")
-        self.process = subprocess.Popen(
-            list(command),
-            cwd=cwd,
-            env={**os.environ, **env},
-            stdin=subprocess.DEVNULL,
-            stdout=self._handle,
-            stderr=subprocess.STDOUT,
-        )
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def stop(self) -> None:
-        if self.alive():
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._handle.close()
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # --- the Kubernetes-shaped API server, in a process of its own ------------------------------------------------------

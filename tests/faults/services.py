@@ -112,13 +112,13 @@ def rss_kib(pid: int) -> int:
 class Process:
     """A subprocess with its output in ``log``; ``stop`` sends SIGTERM to it alone, then SIGKILL if it lingers."""
 
-    def __init__(self, command: Sequence[str], env: Mapping[str, str], log: Path) -> None:
+    def __init__(self, command: Sequence[str], env: Mapping[str, str], log: Path, cwd: Path = REPO) -> None:
         self.command = list(command)
         self.log = log
         self._handle = log.open("ab")
         self.process = subprocess.Popen(
             self.command,
-            cwd=REPO,
+            cwd=cwd,
             env={**os.environ, **env},
             stdin=subprocess.DEVNULL,
             stdout=self._handle,
