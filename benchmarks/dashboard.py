@@ -25,6 +25,7 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -64,29 +65,15 @@ def setup_django(name: str) -> None:
     django.setup()
 
 
-def record_templates(nodes: int, count: int, *, herd: bool = False) -> None:
-    """Real cycles through the verbs and the ingester, in both profiles, some unschedulable.
-
-    ``herd``: with the herd estimate on, as in production: each bind raises its node's estimate for the pods after
-    it, so the prioritize records carry herd bytes (the history replay benchmark wants them)."""
-    import msgspec
-
-    from dashboard.services.cycles import cycles_ingest_events
-    from scheduler_core.binding import SimulatedBinder
-    from scheduler_core.cluster import StaticCluster
+def traffic_and_inputs(node_names: list[str], rng: random.Random) -> tuple[Any, Any]:
+    """A traffic store holding one snapshot (every node but the last has a series), and the verbs' inputs with the
+    herd estimate on, as in production: each bind raises its node's estimate for the pods after it."""
     from scheduler_core.herd import InMemoryBindLog
-    from scheduler_core.profiles import load_profiles
-    from scheduler_core.simulator import make_cluster, make_pod
-    from scheduler_core.spool_codec import decode_event, encode_event
     from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
     from scheduler_core.traffic.store import TrafficStore
-    from scheduler_core.verbs import Extender
-    from scheduler_core.wire import encode
 
-    rng = random.Random(4)
-    synthetic = make_cluster(nodes, seed=11)
     store = TrafficStore()
-    traffic = {name: rng.uniform(1e5, 4e10) for name in synthetic.node_names[:-1]}  # the last node: no series
+    traffic = {name: rng.uniform(1e5, 4e10) for name in node_names[:-1]}  # the last node: no series
     store.put(TrafficSnapshot(TrafficQuery(), traffic, time.time(), "bench"))
     binds = InMemoryBindLog(300.0)
 
@@ -97,12 +84,34 @@ def record_templates(nodes: int, count: int, *, herd: bool = False) -> None:
         def record_bind(self, *, node: str, pod: str, at: float) -> None:
             binds.record_bind(node=node, pod=pod, at=at)
 
+    return store, Inputs()
+
+
+def record_templates(nodes: int, count: int, *, herd: bool = False) -> None:
+    """Real cycles through the verbs and the ingester, in both profiles, some unschedulable.
+
+    ``herd``: with the herd estimate on, as in production: each bind raises its node's estimate for the pods after
+    it, so the prioritize records carry herd bytes (the history replay benchmark wants them)."""
+    import msgspec
+
+    from dashboard.services.cycles import cycles_ingest_events
+    from scheduler_core.binding import SimulatedBinder
+    from scheduler_core.cluster import StaticCluster
+    from scheduler_core.profiles import load_profiles
+    from scheduler_core.simulator import make_cluster, make_pod
+    from scheduler_core.spool_codec import decode_event, encode_event
+    from scheduler_core.verbs import Extender
+    from scheduler_core.wire import encode
+
+    rng = random.Random(4)
+    synthetic = make_cluster(nodes, seed=11)
+    store, inputs = traffic_and_inputs(synthetic.node_names, rng)
     extender = Extender(
         load_profiles((REPO / "deploy" / "profiles.demo.yaml").read_text()),
         cluster=StaticCluster.from_document(synthetic.document()),
         traffic=store,
         binder=SimulatedBinder(),
-        inputs=Inputs() if herd else None,  # type: ignore[arg-type]
+        inputs=inputs if herd else None,
     )
     for index in range(count):
         profile = "gpu-aware" if index % 4 == 3 else "default"
@@ -139,16 +148,32 @@ def _copy_text(value: Any) -> str:
     return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
 
+def template_tallies() -> Iterator[tuple[Any, list[str], dict[str, Any]]]:
+    """Each recorded cycle, the nodes its filter record (else its prioritize record) names, and what it adds to the
+    node counts, from its calls as every reader gets them and its outcome."""
+    from dashboard.models import SchedulingCycle
+    from dashboard.services.node_tallies import NodeCounts, tally_call, tally_cycles
+
+    for cycle in SchedulingCycle.objects.prefetch_related("calls"):
+        calls = list(cycle.calls.all())
+        records = {call.verb: call.record for call in calls}
+        nodes = (records.get("filter") or records.get("prioritize") or {}).get("nodes", [])
+        counts: dict[str, NodeCounts] = {}
+        for call in calls:
+            tally_call(counts, {**vars(call), "record": call.record})
+        tally_cycles(counts, [(cycle.preferred_node, cycle.outcome, cycle.chosen_node)])
+        yield cycle, nodes, counts
+
+
 def bulk_load(total: int, *, span_days: int) -> float:
     """COPY ``total`` cycles (and their calls) generated from the recorded templates. Returns seconds taken.
 
     Each copy gets its own candidate slot (its id) and its bits in the node postings, and a copied prioritize body
     refers to the copied filter call (its new event id), as the ingester would have written them.
     """
-    from django.db import connection, transaction
+    from django.db import connection
 
-    from dashboard.models import SchedulingCycle
-    from dashboard.services.node_tallies import NodeCounts, tallies_add, tally_call, tally_cycles
+    from dashboard.services.node_tallies import NodeCounts
     from dashboard.storage.call_body import body_referring_to
 
     with connection.cursor() as cursor:
@@ -167,20 +192,13 @@ def bulk_load(total: int, *, span_days: int) -> float:
 
     ci = {name: i for i, name in enumerate(cycle_columns)}
     vi = {name: i for i, name in enumerate(call_columns)}
-    # Each template's candidates (for the postings of its copies) and what its calls add to the node counts, from
-    # its calls as every reader gets them.
+    # Each template's candidates (for the postings of its copies) and what it adds to the node counts.
     candidates: dict[int, list[str]] = {}
     counts: dict[int, dict[str, NodeCounts]] = {}
-    for cycle in SchedulingCycle.objects.prefetch_related("calls"):
-        calls = list(cycle.calls.all())
-        records = {call.verb: call.record for call in calls}
-        nodes = (records.get("filter") or records.get("prioritize") or {}).get("nodes", [])
+    for cycle, nodes, cycle_counts in template_tallies():
         if cycle.candidate_slot is not None and nodes:
             candidates[cycle.id] = nodes
-        counts[cycle.id] = {}
-        for call in calls:
-            tally_call(counts[cycle.id], {**vars(call), "record": call.record})
-        tally_cycles(counts[cycle.id], [(cycle.preferred_node, cycle.outcome, cycle.chosen_node)])
+        counts[cycle.id] = cycle_counts
     copies: Counter[int] = Counter()
     # Pre-render every column of every template once; only the changing ones are formatted per row.
     cycle_text = [[_copy_text(v) for v in row] for row in templates]
@@ -250,9 +268,26 @@ def bulk_load(total: int, *, span_days: int) -> float:
         done = min(total, chunk_start + CHUNK)
         if done % 100_000 == 0 or done == total:
             print(f"  loaded {done:,} cycles in {time.perf_counter() - started:.0f} s", flush=True)
+    tallies_add_copies(counts, copies)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setval(pg_get_serial_sequence('dashboard_schedulingcycle', 'id'), %s)", [cycle_id])
+        cursor.execute("SELECT setval(pg_get_serial_sequence('dashboard_verbcall', 'id'), %s)", [call_id])
+        # What autovacuum did over the 30 days a real history took to grow: a million rows appended at once would
+        # otherwise have their first vacuum start at any moment of the measurements.
+        cursor.execute("VACUUM (ANALYZE)")
+    return time.perf_counter() - started
+
+
+def tallies_add_copies(counts: dict[Any, dict[str, Any]], copies: Counter[Any]) -> None:
+    """Adds to the node tallies what the ingester would have counted for the copies: ``counts`` holds each template's
+    per-node counts, ``copies`` how many copies of it were loaded (the last seen times: the templates')."""
+    from django.db import transaction
+
+    from dashboard.services.node_tallies import NodeCounts, tallies_add
+
     added: dict[str, NodeCounts] = {}
-    for template_id, times in copies.items():
-        for name, tally in counts[template_id].items():
+    for template, times in copies.items():
+        for name, tally in counts[template].items():
             total_tally = added.setdefault(name, NodeCounts())
             total_tally.considered += tally.considered * times
             total_tally.filtered_out += tally.filtered_out * times
@@ -262,14 +297,28 @@ def bulk_load(total: int, *, span_days: int) -> float:
                 total_tally.add_reasons({key: count * times for key, count in tally.reasons.items()})
             total_tally.last_seen_at = max(filter(None, [total_tally.last_seen_at, tally.last_seen_at]), default=None)
     with transaction.atomic():
-        tallies_add(added)  # as the ingester counts (the times: the templates')
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT setval(pg_get_serial_sequence('dashboard_schedulingcycle', 'id'), %s)", [cycle_id])
-        cursor.execute("SELECT setval(pg_get_serial_sequence('dashboard_verbcall', 'id'), %s)", [call_id])
-        # What autovacuum did over the 30 days a real history took to grow: a million rows appended at once would
-        # otherwise have their first vacuum start at any moment of the measurements.
-        cursor.execute("VACUUM (ANALYZE)")
-    return time.perf_counter() - started
+        tallies_add(added)
+
+
+def superuser_client() -> Any:
+    """A test client logged in as a superuser (who may read the audit API, as a member of "auditor" would), with the
+    heap so far frozen out of the collector's way as a gunicorn worker freezes its boot heap
+    (dashboard/gunicorn_conf.py): a full collection of the load's heap mid-request is this process's, not a
+    server's."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+    from django.test.utils import setup_test_environment
+
+    from dashboard.gunicorn_conf import post_worker_init
+
+    setup_test_environment()
+    user, _ = get_user_model().objects.get_or_create(username="bench")
+    user.is_superuser = True
+    user.save(update_fields=["is_superuser"])
+    client = Client()
+    client.force_login(user)
+    post_worker_init(None)
+    return client
 
 
 def measure(client: Any, url: str, repeat: int) -> list[float]:
@@ -302,10 +351,7 @@ def main() -> None:
     setup_django(args.database)
     from django.core.management import call_command
     from django.db import connection
-    from django.test import Client
-    from django.test.utils import setup_test_environment
 
-    from dashboard.gunicorn_conf import post_worker_init
     from dashboard.models import SchedulingCycle
     from dashboard.ui.selectors import Cursor
 
@@ -316,17 +362,7 @@ def main() -> None:
             record_templates(args.nodes, args.templates)
             print(f"recorded {args.templates} template cycles; loading {args.cycles:,} …", flush=True)
             load_seconds = bulk_load(args.cycles, span_days=args.days)
-        setup_test_environment()
-        from django.contrib.auth import get_user_model
-
-        user, _ = get_user_model().objects.get_or_create(username="bench")
-        user.is_superuser = True  # may read the audit API (as a member of "auditor" would)
-        user.save(update_fields=["is_superuser"])
-        client = Client()
-        client.force_login(user)
-        # The heap of the load, frozen out of the collector's way as a gunicorn worker freezes its boot heap
-        # (dashboard/gunicorn_conf.py): a full collection of it mid-request is this process's, not a server's.
-        post_worker_init(None)
+        client = superuser_client()
         total = SchedulingCycle.objects.order_by("-id").values_list("id", flat=True).first() or 0
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_size_pretty(pg_database_size(current_database()))")

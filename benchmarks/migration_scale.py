@@ -27,8 +27,11 @@ from django.db.models.signals import post_migrate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import history_scale as hs
+from benchmarks import dashboard as bench_dashboard
 from benchmarks.common import machine, now, recreate_database, table
+from benchmarks.history_scale.load import BYTES_PER_CYCLE, LoadResult, bulk_load, check_disk
+from benchmarks.history_scale.measure import bench_client, measure_page, sizes_report
+from benchmarks.history_scale.templates import SIZES, read_templates, record_templates
 from dashboard.apps import _ensure_partitions
 
 STEPS = ("0008_day_partitions", "0009_audit_verification_day_tallies", "0010_pod_name_trigrams", "next day")
@@ -105,14 +108,14 @@ def step(target: str, url: str) -> list[dict]:
 def sanity() -> dict:
     from dashboard.services.audit_chain import GENESIS, ChainWalk, chain_walk
 
-    client = hs._client()
-    page, history = (statistics.median(hs.measure_page(client, [url], 5, 30)) for url in ("/api/v1/cycles/", "/"))
+    client = bench_client()
+    page, history = (statistics.median(measure_page(client, [url], 5, 30)) for url in ("/api/v1/cycles/", "/"))
     walk, began = ChainWalk(previous=GENESIS), time.perf_counter()
     chain_walk(walk, after_id=0, before_id=100_001)
     return {"api": page, "history": history, "walk": walk, "walk_seconds": time.perf_counter() - began}
 
 
-def report(args: argparse.Namespace, load: hs.LoadResult, steps: list[list[dict]], sizes: list, check: dict) -> str:
+def report(args: argparse.Namespace, load: LoadResult, steps: list[list[dict]], sizes: list, check: dict) -> str:
     scale, walk = 10_000_000 / load.cycles, check["walk"]
     command = f"flock /tmp/bench.lock .venv/bin/python benchmarks/migration_scale.py --cycles {args.cycles}"
     head = ["step", "migrate s", "partitions_ensure s", "cycles/s", f"× {scale:g}: 10 M (linear)", "rewrote", "created"]
@@ -163,16 +166,16 @@ def main() -> None:
     args = parser.parse_args()
     if not args.database.startswith("schedlens_h20c_"):  # never the 10 M database of history_scale
         raise SystemExit("--database: the name starts with schedlens_h20c_")
-    print(hs.check_disk(args.cycles, hs.BYTES_PER_CYCLE), flush=True)
+    print(check_disk(args.cycles, BYTES_PER_CYCLE), flush=True)
     url = recreate_database(args.database)
-    hs.bench_dashboard.setup_django(args.database)
+    bench_dashboard.setup_django(args.database)
     try:
         call_command("migrate", verbosity=0)
-        for seed, size in enumerate(hs.SIZES, start=11):  # by the current code, which writes 0008's columns
-            hs.record_templates(size, args.templates, seed)
-        templates, cycle_columns, call_columns, counts = hs.read_templates()
+        for seed, size in enumerate(SIZES, start=11):  # by the current code, which writes 0008's columns
+            record_templates(size, args.templates, seed)
+        templates, cycle_columns, call_columns, counts = read_templates()
         for index, template in enumerate(templates):
-            template.size = hs.SIZES[index // args.templates]
+            template.size = SIZES[index // args.templates]
         # The copies start the record (and the chain) afresh; the shared parts stay, the bodies refer to them.
         sql(
             "TRUNCATE dashboard_schedulingcycle, dashboard_verbcall, dashboard_nodeposting, dashboard_nodetally, "
@@ -182,12 +185,12 @@ def main() -> None:
         sql("ALTER TABLE dashboard_verbcall ADD COLUMN recorded_at timestamptz")  # bulk_load writes it
         end = datetime.now(tz=UTC).replace(microsecond=0)
         days = {"total": args.cycles, "first_day": end.date() - timedelta(days=29), "end": end, "url": url}
-        load = hs.bulk_load(templates, cycle_columns, call_columns, counts, **days)
+        load = bulk_load(templates, cycle_columns, call_columns, counts, **days)
         sql("ALTER TABLE dashboard_verbcall DROP COLUMN recorded_at")  # 0008 adds its own
         post_migrate.disconnect(_ensure_partitions, sender=apps.get_app_config("dashboard"))
-        sizes = [hs.sizes_report()]
+        sizes = [sizes_report()]
         steps = [step(target, url) for target in STEPS]
-        text = report(args, load, steps, [*sizes, hs.sizes_report()], sanity())
+        text = report(args, load, steps, [*sizes, sizes_report()], sanity())
     finally:
         connection.close()
         if not args.keep:
