@@ -27,9 +27,10 @@ from django.db import connection, transaction
 
 from dashboard.models import Outcome, SchedulingCycle, VerbCall
 from dashboard.services.audit_chain import ChainAppender, audit_chain_open, call_content
+from dashboard.services.batch_tallies import BatchTallies
 from dashboard.services.cycle_summary import SUMMARY_FIELDS, candidates, summarize
-from dashboard.services.new_calls import NewCall, Summary, build_call, record_of, when
-from dashboard.services.node_tallies import BatchTallies, placed_node
+from dashboard.services.new_calls import EXPLAINED_VERBS, NewCall, Summary, build_call, record_of, when
+from dashboard.services.node_tallies import placed_node
 from dashboard.services.record_writes import (
     call_row,
     insert_calls,
@@ -415,7 +416,7 @@ def _explain_binds(batch: _Batch, joined: Sequence[tuple[SchedulingCycle, _Call]
             records: dict[str, Any] = {}
             for c, sibling in zip(calls, siblings, strict=True):
                 sibling.__dict__["siblings"] = siblings
-                if sibling.verb in {"filter", "prioritize", "bind"} and sibling.http_status == 200:
+                if sibling.verb in EXPLAINED_VERBS and sibling.http_status == 200:
                     # The event a new call was built from in this process is its record, without decoding the body.
                     event = c.new.event if c.new is not None else None
                     records[sibling.verb] = record_of(event) if event is not None else sibling.record

@@ -9,18 +9,16 @@ plugins gave (one count per node, plugin and reason).
 *Preferred* and *placements* count cycles, not calls: a cycle's highest-scored node (``preferred_node``) and the node
 it was bound to (``chosen_node`` of a ``bound`` cycle, whether schedlens bound it or the placement watcher saw
 kube-scheduler do it) are derived from its calls together, re-derived when a late call joins it, and concluded by the
-watcher. The ingester adds each new cycle's and moves each re-derived one's (:meth:`BatchTallies.move`), the watcher
+watcher. The ingester adds each new cycle's and moves each re-derived one's (``batch_tallies``), the watcher
 adds the placements it concludes, the pruner takes off the deleted cycles' (:func:`tally_cycles`).
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
-from itertools import repeat
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Count, F, Model
@@ -43,10 +41,6 @@ from dashboard.services.chain_lock import lock_chain
 from dashboard.services.sanitize import clip
 from dashboard.storage.call_body import body_read
 
-if TYPE_CHECKING:
-    from dashboard.services.new_calls import NewCall
-
-
 Reasons = dict[tuple[str, str], int]
 """(plugin, reason) → how many filter calls failed a node for it (a plain dict: a batch makes one per failed node)."""
 
@@ -66,7 +60,7 @@ class NodeCounts:
         """Count a filter's verdicts on the node, {plugin: reason}."""
         if self.reasons is None:
             self.reasons = {}
-        _count_reasons(self.reasons, verdicts, 1)
+        count_reasons(self.reasons, verdicts, 1)
 
     def add_reasons(self, more: Reasons) -> None:
         reasons = self.reasons
@@ -82,7 +76,7 @@ def reason_key(plugin: str, reason: str) -> tuple[str, str]:
     return clip(plugin, REASON_PLUGIN_LIMIT), clip(reason, REASON_LIMIT)
 
 
-def _count_reasons(reasons: Reasons, verdicts: Mapping[str, str], times: int) -> None:
+def count_reasons(reasons: Reasons, verdicts: Mapping[str, str], times: int) -> None:
     for plugin, reason in verdicts.items():
         key = (plugin, reason)
         if len(plugin) > REASON_PLUGIN_LIMIT or len(reason) > REASON_LIMIT:
@@ -391,111 +385,3 @@ def node_tallies_rebuild() -> int:
         for day, day_tallies in by_day.items():
             _day_tallies_add(day_tallies, day)
     return len(tallies)
-
-
-@dataclass
-class BatchTallies:
-    """Per-node counts of an ingest batch's new calls, as :func:`tally_call` counts them, a distinct list at a time.
-
-    Most filters of a batch list the same candidates (a cluster's nodes, pod after pod), and fail the same nodes for
-    the same reasons, so a list (or a filter's failures) is counted once with how many calls had it, and only
-    :meth:`counts` walks it. They are told apart by identity, not content: the same candidate list or outcome is one
-    object from call to call (the spool's reader and the hand-over from a builder process share them), and a copy
-    with the same names only adds another entry that counts the same nodes, so no tuple of every name is built and
-    hashed per call.
-    """
-
-    considered: Counter[int] = field(default_factory=Counter)
-    """Candidate list (by ``id``) → how many filter calls listed it."""
-    filtered_out: Counter[int] = field(default_factory=Counter)
-    """A filter's failures, {node: {plugin: reason}} (by ``id``) → how many filter calls had them."""
-    placements: Counter[str] = field(default_factory=Counter)
-    """The change in cycles placed on each node (:meth:`move`)."""
-    preferred: Counter[str] = field(default_factory=Counter)
-    """The change in cycles preferring each node (:meth:`prefer`)."""
-    seen: dict[int | str, datetime] = field(default_factory=dict)
-    """Candidate lists (by ``id``) and single bound nodes → the latest time they were seen, in the order last seen."""
-    lists: dict[int, Sequence[str]] = field(default_factory=dict)
-    """The lists counted, held so that their ids stay theirs."""
-    failures: dict[int, Mapping[str, Mapping[str, str]]] = field(default_factory=dict)
-    """The failures counted, held likewise."""
-
-    def _key(self, names: Sequence[str]) -> int:
-        self.lists[id(names)] = names
-        return id(names)
-
-    def add(self, call: NewCall) -> None:
-        if call.http_status != 200:
-            return
-        if call.verb == "filter" and call.summary.has_record:
-            nodes = self._key(call.summary.nodes)
-            self.considered[nodes] += 1
-            if call.failures:
-                self.failures[id(call.failures)] = call.failures
-                self.filtered_out[id(call.failures)] += 1
-            self.seen.pop(nodes, None)
-            self.seen[nodes] = call.at  # calls come in time order: the latest wins
-        elif call.verb == "bind" and not call.error and call.summary.bind_node:
-            self.seen.pop(call.summary.bind_node, None)
-            self.seen[call.summary.bind_node] = call.at
-
-    def move(self, before: tuple[str, str], after: tuple[str, str]) -> None:
-        """A cycle of the batch preferred and was placed on ``before`` (nodes, "" none, or a new cycle's) and now
-        on ``after``."""
-        self.prefer(before[0], after[0])
-        if before[1] != after[1]:
-            if before[1]:
-                self.placements[before[1]] -= 1
-            if after[1]:
-                self.placements[after[1]] += 1
-
-    def prefer(self, before: str, after: str) -> None:
-        """A cycle of the batch preferred ``before`` ("" none, or a new cycle) and now prefers ``after``."""
-        if before != after:
-            if before:
-                self.preferred[before] -= 1
-            if after:
-                self.preferred[after] += 1
-
-    def counts(self) -> dict[str, NodeCounts]:
-        considered: Counter[str] = Counter()
-        for key, times in self.considered.items():
-            if times == 1:
-                considered.update(self.lists[key])
-            else:
-                for name in self.lists[key]:
-                    considered[name] += times
-        filtered_out: Counter[str] = Counter()
-        reasons: dict[str, Reasons] = {}
-        for key, times in self.filtered_out.items():
-            for name, verdicts in self.failures[key].items():
-                filtered_out[name] += times
-                node_reasons = reasons.get(name)
-                if node_reasons is None:
-                    node_reasons = reasons[name] = {}
-                _count_reasons(node_reasons, verdicts, times)
-        last_seen: dict[str, datetime] = {}
-        for seen, at in self.seen.items():  # oldest first: the latest time of each node wins
-            names = (seen,) if isinstance(seen, str) else self.lists[seen]
-            last_seen.update(zip(names, repeat(at)))
-        counts = self._merged(considered, filtered_out, last_seen)
-        for name, node_reasons in reasons.items():
-            counts[name].reasons = node_reasons
-        return counts
-
-    def _merged(
-        self, considered: Counter[str], filtered_out: Counter[str], last_seen: dict[str, datetime]
-    ) -> dict[str, NodeCounts]:
-        preferred = {name: change for name, change in self.preferred.items() if change}
-        placements = {name: change for name, change in self.placements.items() if change}
-        names = set(considered) | set(filtered_out) | set(placements) | set(preferred)
-        return {
-            name: NodeCounts(
-                considered.get(name, 0),
-                filtered_out.get(name, 0),
-                placements.get(name, 0),
-                last_seen.get(name),
-                preferred.get(name, 0),
-            )
-            for name in names
-        }
