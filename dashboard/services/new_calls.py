@@ -188,7 +188,7 @@ class Summary:
         self.only_passed = passed[0] if len(passed) == 1 else ""
 
 
-_EXPLAINED_VERBS = frozenset({"filter", "prioritize", "bind"})
+EXPLAINED_VERBS = frozenset({"filter", "prioritize", "bind"})
 """The verbs whose records an ``Explained`` Event's summary reads."""
 
 STORE_BODIES = True
@@ -313,7 +313,7 @@ class NewCall:
             Summary.of_event(event, at),
             body,
         )
-        if settings.SCHEDLENS_POD_EVENTS and event.http_status == 200 and event.verb in _EXPLAINED_VERBS:
+        if settings.SCHEDLENS_POD_EVENTS and event.http_status == 200 and event.verb in EXPLAINED_VERBS:
             call.event = event
         if body is None:
             call.record_json = pack(record_of(event))

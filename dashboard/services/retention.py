@@ -93,9 +93,7 @@ def _prune_boundary(older_than: datetime) -> int:
             [older_than],
         )
         row = cursor.fetchone()
-    boundary = row[0] if row is not None else None
-    if boundary is None:
-        boundary = (VerbCall.objects.aggregate(m=Max("id"))["m"] or 0) + 1
+    boundary = row[0] if row is not None else (VerbCall.objects.aggregate(m=Max("id"))["m"] or 0) + 1
     while True:  # a cycle straddling the boundary stays whole, so the boundary moves below its first call
         lower = VerbCall.objects.filter(id__lt=boundary, cycle__calls__id__gte=boundary).aggregate(m=Min("id"))["m"]
         if lower is None:
@@ -116,6 +114,7 @@ def cycles_prune(*, older_than: datetime, dry_run: bool = False, batch_size: int
     verified = days_verify(older_than=older_than, chunk_size=batch_size) if partitioned else DaysVerified(days={})
     if verified.broken is not None:
         raise AuditChainBrokenError(verified.broken)
+    verified_seconds = time.monotonic() - began
     with transaction.atomic():
         # Not chained: they go before the lock is taken, in the same transaction (a dry run keeps them).
         observations_deleted = PlacementObservation.objects.filter(occurred_at__lt=older_than).delete()[0]
@@ -166,7 +165,7 @@ def cycles_prune(*, older_than: datetime, dry_run: bool = False, batch_size: int
             partitions_dropped=tuple(dropped.tables),
             partitions_held_back=dropped.held_back,
             observations_deleted=observations_deleted,
-            verified_seconds=locked - began,
+            verified_seconds=verified_seconds,
         )
         if dry_run:
             transaction.set_rollback(True)
