@@ -8,8 +8,7 @@ export PORT
 .PHONY: run serve test install services lint typecheck importlint migrations-check pytest bench clean worker beat
 
 run: install ## the extender + demo history on http://127.0.0.1:$(PORT)
-	rm -rf var/prometheus-multiproc && mkdir -p var/prometheus-multiproc  # /metrics sums all gunicorn workers
-	PROMETHEUS_MULTIPROC_DIR=$(CURDIR)/var/prometheus-multiproc scripts/run-demo.sh
+	scripts/run-demo.sh
 
 serve: install ## schedlens for the cluster of KUBECONFIG (or in-cluster): real binds, node cache, placement watcher
 	scripts/serve.sh

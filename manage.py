@@ -7,6 +7,12 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    from dashboard import server_env
+
+    # Run beside `make run` or `make serve`, a command sees what that server sees (its database, its profiles).
+    loaded = server_env.load()
+    if loaded is not None:
+        print(loaded.notice(), file=sys.stderr)
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

@@ -267,6 +267,20 @@ class AuditVerification(models.Model):
         return f"verified through call {self.last_call_id}"
 
 
+class ChainOrigin(models.Model):
+    """Which binds the audit chain records: ``simulated`` (the demo, ``make run``) or ``kubernetes`` (a real cluster).
+
+    Written under the chain lock by the first append, read by every ingester before it appends
+    (``dashboard.services.audit_chain``) and by the start-up checks (``dashboard.checks``): a demo's simulated cycles
+    never enter a real cluster's chain, nor the reverse, even when both are pointed at one database."""
+
+    binds = models.CharField(max_length=16)
+    first_appended_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"a chain of {self.binds} binds since {self.first_appended_at:%Y-%m-%d %H:%M}"
+
+
 class BitStringField(models.TextField):  # type: ignore[type-arg]
     """``bit(256)`` on PostgreSQL (written and read as a string of 0 and 1), text elsewhere (unused there)."""
 

@@ -134,6 +134,9 @@ STATIC_ROOT = VAR_DIR / "static"
 # The dashboard's assets are served from the app directories without a collectstatic step (bare checkout).
 WHITENOISE_USE_FINDERS = True
 
+# Django's own logins, except that the demo's published password opens nothing where binds are real.
+AUTHENTICATION_BACKENDS = ["dashboard.auth_backends.RealClusterLoginBackend"]
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "ui:history"
 LOGOUT_REDIRECT_URL = "login"

@@ -17,6 +17,8 @@ file with a message naming the profile, the plugin and the field.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -110,6 +112,10 @@ class Profile:
         plugins: list[object] = [*self.filters, *(s.plugin for s in self.scorers)]
         return frozenset(p.args.query() for p in plugins if isinstance(getattr(p, "args", None), TrafficArgs))  # type: ignore[attr-defined]
 
+    def version(self) -> str:
+        """This exact definition of the profile (:func:`profile_version` of :meth:`describe`)."""
+        return profile_version(self.describe())
+
     def describe(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -118,6 +124,14 @@ class Profile:
             "pluginConfig": {name: dict(args) for name, args in self.plugin_args.items()},
             "answer": {"scale": self.answer_scale, "extenderWeight": self.extender_weight},
         }
+
+
+def profile_version(description: Mapping[str, Any]) -> str:
+    """A profile's version: the first 12 hex digits of the SHA-256 of its complete definition (``Profile.describe()``:
+    every plugin, weight and arg with its default filled in, the answer scale and extender weight) as canonical JSON.
+    Two files that define the same profile differently in form but not in effect give the same version."""
+    canonical = json.dumps(description, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
 def _path(exc: msgspec.ValidationError) -> tuple[str, str]:

@@ -9,15 +9,25 @@ PORT=${PORT:-8000}
 DEMO_NODES=${DEMO_NODES:-40}
 DEMO_PODS=${DEMO_PODS:-150}
 
-mkdir -p var
-export SCHEDLENS_CLUSTER_FILE=${SCHEDLENS_CLUSTER_FILE:-$PWD/var/demo-cluster.json}
+# The demo's state (database, spool, demo cluster) lives in var/demo/, apart from what `make serve` keeps for a real
+# cluster (var/cluster/): nothing of the demo follows an operator there.
+export SCHEDLENS_VAR_DIR=${SCHEDLENS_VAR_DIR:-${SCHEDLENS_VAR_ROOT:-$PWD/var}/demo}
+mkdir -p "$SCHEDLENS_VAR_DIR"
+if [ -z "${PROMETHEUS_MULTIPROC_DIR:-}" ]; then
+  export PROMETHEUS_MULTIPROC_DIR=$SCHEDLENS_VAR_DIR/prometheus-multiproc  # /metrics sums all gunicorn workers
+  rm -rf "$PROMETHEUS_MULTIPROC_DIR"
+fi
+mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
+export SCHEDLENS_CLUSTER_FILE=${SCHEDLENS_CLUSTER_FILE:-$SCHEDLENS_VAR_DIR/demo-cluster.json}
 export SCHEDLENS_CONFIG=${SCHEDLENS_CONFIG:-$PWD/deploy/profiles.demo.yaml}
 export SCHEDLENS_BIND_MODE=${SCHEDLENS_BIND_MODE:-simulated}
 # History replays started from the dashboard or the API run in a process of their own (no Celery worker here),
 # never in the verbs' processes.
 export SCHEDLENS_REPLAY_RUNNER=${SCHEDLENS_REPLAY_RUNNER:-process}
 
-"$PY" manage.py migrate --noinput
+# Commands run from this checkout (`manage.py replay_history`, …) now see this server's database and profiles.
+"$PY" -m dashboard.server_env write "make run"
+"$PY" manage.py migrate --noinput   # its checks refuse a database that holds a real cluster's audit chain
 "$PY" manage.py collectstatic --noinput -v0
 "$PY" manage.py ensure_demo_user   # demo/demo, refused unless SCHEDLENS_BIND_MODE=simulated
 "$PY" manage.py simulate --nodes "$DEMO_NODES" --write-cluster "$SCHEDLENS_CLUSTER_FILE"

@@ -15,11 +15,23 @@ ADVERTISE_ADDRESS=${ADVERTISE_ADDRESS:-127.0.0.1}
 export HOST=${HOST:-0.0.0.0} PORT
 export SCHEDLENS_BIND_MODE=kubernetes SCHEDLENS_CLUSTER_SOURCE=kubernetes SCHEDLENS_CLUSTER_FILE=
 export DJANGO_ALLOWED_HOSTS=${DJANGO_ALLOWED_HOSTS:-localhost,127.0.0.1,$ADVERTISE_ADDRESS}
-mkdir -p var
-export PROMETHEUS_MULTIPROC_DIR=${PROMETHEUS_MULTIPROC_DIR:-$PWD/var/prometheus-multiproc}
+# A served cluster's state (database, spool) lives in var/cluster/, apart from the demo's (var/demo/, `make run`).
+export SCHEDLENS_VAR_DIR=${SCHEDLENS_VAR_DIR:-${SCHEDLENS_VAR_ROOT:-$PWD/var}/cluster}
+mkdir -p "$SCHEDLENS_VAR_DIR"
+if [ -z "${PROMETHEUS_MULTIPROC_DIR:-}" ]; then
+  export PROMETHEUS_MULTIPROC_DIR=$SCHEDLENS_VAR_DIR/prometheus-multiproc
+  rm -rf "$PROMETHEUS_MULTIPROC_DIR"
+fi
 mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
+if [ -e var/schedlens.sqlite3 ] && [ -z "${DATABASE_URL:-}" ]; then
+  echo "note: var/schedlens.sqlite3, the database earlier versions shared between make run and make serve, is no" \
+    "longer used: make serve keeps $SCHEDLENS_VAR_DIR/schedlens.sqlite3" >&2
+fi
 
 "$PY" manage.py check_kubernetes   # says plainly why not when there is no usable Kubernetes configuration
+# Commands run from this checkout (`manage.py replay_history`, …) now see this server's database and profiles.
+"$PY" -m dashboard.server_env write "make serve"
+# Its checks refuse to serve where a user has the demo's password, or the database holds the demo's audit chain.
 "$PY" manage.py migrate --noinput
 "$PY" manage.py collectstatic --noinput -v0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import faulthandler
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,6 +23,9 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("SCHEDLENS_SHARED_DIR", REPO.parent / "shared"))
 CAPTURES = SHARED / "fixtures" / "kube-scheduler-v1.28.7"
 EXAMPLES = SHARED / "fixtures" / "extender-examples"
+# A `make run` or `make serve` of the checkout names its state directory in var/current, which manage.py follows
+# (dashboard.server_env): the tests' commands and scripts use a root of their own, never the developer's servers.
+os.environ["SCHEDLENS_VAR_ROOT"] = tempfile.mkdtemp(prefix="schedlens-tests-var-")
 
 
 EXIT_DEADLINE_SECONDS = 300

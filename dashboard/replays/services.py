@@ -72,6 +72,8 @@ class Candidate:
     yaml: str
     description: dict[str, Any] = field(repr=False)
     """``Profile.describe()`` of the candidate."""
+    profile_file: str = ""
+    """A configured candidate's profiles file (empty: the built-in default, or YAML given with the replay)."""
 
 
 def candidate_validate(*, candidate_profile: str = "", candidate_yaml: str = "") -> Candidate:
@@ -113,7 +115,7 @@ def candidate_validate(*, candidate_profile: str = "", candidate_yaml: str = "")
     if name not in configured:
         known = ", ".join(sorted(configured))
         raise ReplayRequestInvalid({"candidate_profile": [f"no configured profile {name!r} (configured: {known})"]})
-    return Candidate(CandidateSource.PROFILE, name, "", configured[name].describe())
+    return Candidate(CandidateSource.PROFILE, name, "", configured[name].describe(), settings.SCHEDLENS_CONFIG)
 
 
 def history_replay_start(
@@ -148,7 +150,9 @@ def history_replay_start(
         errors.update(exc.errors)
     if errors or chosen is None or candidate is None:
         raise ReplayRequestInvalid(errors)
-    description = candidate_description(candidate.description, source=candidate.source)
+    description = candidate_description(
+        candidate.description, source=candidate.source, profile_file=candidate.profile_file
+    )
     replay = HistoryReplay.objects.create(
         created_at=timezone.now(),
         created_by=created_by[:150],

@@ -27,10 +27,11 @@ from datetime import UTC, date, datetime, time, timedelta
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
-from django.db import connection
+from django.conf import settings
+from django.db import DatabaseError, connection
 from django.db.models import Max, Min
 
-from dashboard.models import AuditCheckpoint, AuditVerification, SharedPart, VerbCall
+from dashboard.models import AuditCheckpoint, AuditVerification, ChainOrigin, SharedPart, VerbCall
 from dashboard.services.chain_lock import lock_chain
 from dashboard.services.node_tallies import DayTallies, NodeCounts, tallies_add, tallies_merge, tally_call
 from dashboard.storage.packed_json import stored_form
@@ -225,7 +226,47 @@ def audit_chain_open() -> ChainAppender:
     if not connection.in_atomic_block:
         raise RuntimeError("the audit chain is appended to inside the ingest transaction only")
     lock_chain()
-    return ChainAppender(_chain_head(), _database_now())
+    now = _database_now()
+    chain_origin_claim(now)
+    return ChainAppender(_chain_head(), now)
+
+
+class ChainOriginMismatch(RuntimeError):
+    """This process's binds are not the kind the chain records: nothing is appended (the records stay spooled)."""
+
+
+def chain_origin_claim(now: datetime) -> None:
+    """Check, under the chain lock, that the chain records this process's kind of binds; the first append writes it.
+    Once per ingest transaction: a one-row table, next to a batch of calls."""
+    binds = str(settings.SCHEDLENS_BIND_MODE)
+    origin = ChainOrigin.objects.first()
+    if origin is None:
+        origin = ChainOrigin.objects.create(binds=binds, first_appended_at=now)
+    if origin.binds != binds:
+        raise ChainOriginMismatch(chain_origin_problem(origin, binds))
+
+
+def chain_origin_problem(origin: ChainOrigin, binds: str) -> str:
+    if origin.binds == "simulated":
+        return (
+            f"this database holds the demo's audit chain ({origin}) and this process binds for real "
+            f"(SCHEDLENS_BIND_MODE={binds}): give the real cluster a database of its own (DATABASE_URL; make serve "
+            "keeps var/cluster/, make run var/demo/)"
+        )
+    return (
+        f"this database holds a real cluster's audit chain ({origin}) and this process simulates binds "
+        f"(SCHEDLENS_BIND_MODE={binds}): give the demo a database of its own (make run keeps var/demo/)"
+    )
+
+
+def chain_origin_conflict() -> str:
+    """What stops this process appending to the database's chain (empty: nothing, or the table is not there yet)."""
+    try:
+        origin = ChainOrigin.objects.first()
+    except DatabaseError:  # before migrate created the table: nothing recorded yet
+        return ""
+    binds = str(settings.SCHEDLENS_BIND_MODE)
+    return "" if origin is None or origin.binds == binds else chain_origin_problem(origin, binds)
 
 
 def _database_now() -> datetime:

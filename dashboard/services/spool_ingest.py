@@ -19,6 +19,7 @@ import zstandard
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
+from dashboard.services.audit_chain import ChainOriginMismatch
 from dashboard.services.cycles import ingest_calls
 from dashboard.services.new_calls import NewCall, build_call
 from dashboard.services.sanitize import sanitize_for_postgres
@@ -80,7 +81,7 @@ def _ingest_rows(spool: Spool, ready: list[tuple[SpoolRow, NewCall | None]]) -> 
     it refuses (an outage is raised instead: those rows wait in the spool)."""
     try:
         ingest_calls([call for _, call in ready if call is not None])
-    except (OperationalError, InterfaceError):
+    except (OperationalError, InterfaceError, ChainOriginMismatch):  # the records wait in the spool
         raise
     except Exception:
         log.warning("an ingest batch was refused; retrying its records one by one", exc_info=True)
@@ -95,7 +96,7 @@ def _ingest_rows(spool: Spool, ready: list[tuple[SpoolRow, NewCall | None]]) -> 
             continue
         try:
             ingest_calls([call])
-        except (OperationalError, InterfaceError):
+        except (OperationalError, InterfaceError, ChainOriginMismatch):
             raise
         except Exception as exc:
             log.error("spool row %s was refused by the database and set aside: %s", row.id, exc, exc_info=True)

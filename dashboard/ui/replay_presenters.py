@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
+import msgspec
 from django.urls import reverse
 
 from dashboard.replays.models import HistoryReplay
@@ -28,6 +29,7 @@ from scheduler_core.history_replay.report import (
     HistoryReplayReport,
     Spread,
 )
+from scheduler_core.history_replay.report_text import candidate_text
 from scheduler_core.history_replay.scenarios import candidate_description
 from scheduler_core.units import human_rate
 
@@ -102,6 +104,10 @@ class ReplayRow:
     candidate: str
     candidate_source: str
     """``configured`` or ``YAML``."""
+    candidate_version: str
+    """The candidate's profile version (empty: a replay kept before versions were named)."""
+    candidate_text: str
+    """Name, version and where it was read from (``report_text.candidate_text``)."""
     selection: str
     error: str
 
@@ -119,9 +125,18 @@ def replay_row(replay: HistoryReplay) -> ReplayRow:
         finished_at=replay.finished_at,
         candidate=replay.candidate_profile or "(YAML)",
         candidate_source="YAML" if replay.candidate_source == "yaml" else "configured",
+        candidate_version=str(replay.candidate_scenario.get("version") or ""),
+        candidate_text=_candidate_text(replay),
         selection=selection_text(replay.selection),
         error=replay.error,
     )
+
+
+def _candidate_text(replay: HistoryReplay) -> str:
+    try:
+        return candidate_text(msgspec.convert(replay.candidate_scenario, CandidateDescription))
+    except msgspec.ValidationError:  # not replayed yet in an older version: no description kept
+        return f"{replay.candidate_profile or '(YAML)'}, version not recorded"
 
 
 def seconds_between(start: datetime | None, end: datetime | None) -> float | None:

@@ -132,6 +132,11 @@ class CandidateDescription(msgspec.Struct, gc=False):
     answer_scale: str
     what_if_params: dict[str, str]
     """GET parameters of the decision page's what-if (``mode=custom``) with these settings."""
+    version: str = ""
+    """The candidate's profile version (``scheduler_core.profiles.profile_version``); empty in replays kept before
+    versions were named."""
+    profile_file: str = ""
+    """Where a configured candidate was read from: the profiles file, or empty for the built-in default (and YAML)."""
 
 
 class HistoryReplayReport(msgspec.Struct, gc=False):

@@ -6,7 +6,7 @@ one place that words the figures for plain text.
 
 from __future__ import annotations
 
-from scheduler_core.history_replay.report import Count, HistoryReplayReport
+from scheduler_core.history_replay.report import CandidateDescription, Count, HistoryReplayReport
 from scheduler_core.units import human_rate
 
 
@@ -26,7 +26,7 @@ def report_lines(report: HistoryReplayReport, *, placements_shown: int = 20, sam
     if candidate is not None:
         weights = ", ".join(f"{name} {weight}" for name, weight in candidate.weights.items()) or "none"
         lines += [
-            f"Candidate: {candidate.label} ({'configured profile' if candidate.source == 'profile' else 'YAML'})",
+            f"Candidate: {candidate_text(candidate)}",
             f"  filters: {', '.join(candidate.filters) or 'none'}; weights: {weights}; "
             f"TrafficThreshold {human_rate(candidate.max_bytes_per_second)}"
             f"{', fails nodes without metrics' if candidate.fail_on_missing else ''}; "
@@ -86,3 +86,17 @@ def report_lines(report: HistoryReplayReport, *, placements_shown: int = 20, sam
             )
     lines += ["", "What a replay cannot know:", *(f"- {caveat}" for caveat in report.caveats)]
     return lines
+
+
+def candidate_text(candidate: CandidateDescription) -> str:
+    """The candidate's name, version and origin, as the report and the replays list name it."""
+    if candidate.source != "profile":
+        origin = "profile YAML given with the replay"
+    elif not candidate.version:  # a replay kept before versions were named: nor was the file
+        origin = "configured profile"
+    elif candidate.profile_file:
+        origin = f"configured in {candidate.profile_file}"
+    else:
+        origin = "the built-in default profile"
+    version = f"version {candidate.version}" if candidate.version else "version not recorded"
+    return f"{candidate.label}, {version} ({origin})"

@@ -13,6 +13,7 @@ from typing import Any
 
 from scheduler_core.history_replay.report import CandidateDescription
 from scheduler_core.plugins import SCORE_PLUGINS
+from scheduler_core.profiles import profile_version
 from scheduler_core.replay import (
     DEFAULT_WINDOW_SECONDS,
     TRAFFIC_FILTER,
@@ -57,7 +58,9 @@ def recorded_scenario(
     return replace(scenario, window_seconds=window_seconds_of(description))
 
 
-def candidate_description(description: Mapping[str, Any], *, source: str) -> CandidateDescription:
+def candidate_description(
+    description: Mapping[str, Any], *, source: str, profile_file: str = ""
+) -> CandidateDescription:
     """What a report says about its candidate (``Profile.describe()`` of it), with the decision page's what-if
     parameters that fill the same settings in (``mode=custom``)."""
     scenario = scenario_from_profile(description)
@@ -78,4 +81,6 @@ def candidate_description(description: Mapping[str, Any], *, source: str) -> Can
         fail_on_missing=scenario.fail_on_missing,
         answer_scale=scenario.answer_scale,
         what_if_params=params,
+        version=profile_version(description),
+        profile_file=profile_file,
     )

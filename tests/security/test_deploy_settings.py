@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import REPO
 
-PASSTHROUGH = ("PATH", "HOME", "LANG", "DATABASE_URL", "REDIS_URL")
+PASSTHROUGH = ("PATH", "HOME", "LANG", "DATABASE_URL", "REDIS_URL", "SCHEDLENS_VAR_ROOT")
 
 
 def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
