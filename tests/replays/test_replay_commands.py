@@ -8,11 +8,13 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from dashboard.replays.models import HistoryReplay, ReplayStatus
 from dashboard.replays.services import history_replay_claim, history_replay_run, history_replay_start
+from dashboard.runtime import configured_profiles
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +27,8 @@ def run(*args: str) -> tuple[str, str]:
 
 def test_the_command_prints_the_report_and_a_progress_bar(recorded):
     out, err = run("--profile", "gpu-aware", "--last", "30", "--profile-recorded", "default")
-    assert "Candidate: gpu-aware (configured profile)" in out
+    version = configured_profiles()["gpu-aware"].version()
+    assert f"Candidate: gpu-aware, version {version} (configured in {settings.SCHEDLENS_CONFIG})" in out
     assert "Cycles: 30 selected, 30 replayed, 0 skipped" in out
     assert "Decisions changed (preferred node differs): " in out
     assert "Placements per node (preferred before → after):" in out
@@ -87,3 +90,19 @@ def test_a_replay_is_claimed_once_and_an_abandoned_one_is_taken_over(recorded):
     assert done.status == ReplayStatus.DONE
     assert done.runner == "b"
     assert history_replay_run(replay.pk).report == done.report  # finished: left as it is
+
+
+def test_replays_of_one_name_under_two_profile_files_are_told_apart_by_version(recorded, settings, admin_client):
+    """The same name, configured two ways (the demo's file, then none: the built-in default), is two versions."""
+    run("--profile", "default", "--last", "5", "--no-progress")
+    demo_file = settings.SCHEDLENS_CONFIG
+    settings.SCHEDLENS_CONFIG = ""
+    built_in, _ = run("--profile", "default", "--last", "5", "--no-progress")
+    assert "(the built-in default profile)" in built_in
+    versions = [replay.candidate_scenario["version"] for replay in HistoryReplay.objects.order_by("id")]
+    assert len(set(versions)) == 2
+    listed = admin_client.get("/replays/").content.decode()
+    for version in versions:
+        assert f"configured, version {version}" in listed
+    first = admin_client.get(f"/replays/{HistoryReplay.objects.order_by('id').first().pk}/").content.decode()
+    assert f"default, version {versions[0]} (configured in {demo_file})" in first
