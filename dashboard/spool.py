@@ -293,19 +293,14 @@ class Spool:
 
     def reject(self, row_id: int, error: str) -> None:
         """Move one record the database refused out of the way, keeping it and the reason (see above)."""
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        # _transaction: after SQLite rolled back on its own (a full disk), a ROLLBACK would fail and hide why.
+        with self._transaction() as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO rejected (id, data, error, rejected_at) "
                 "SELECT id, data, ?, ? FROM events WHERE id = ?",
                 (error, time.time(), row_id),
             )
             conn.execute("DELETE FROM events WHERE id = ?", (row_id,))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         SPOOL_REJECTED.inc()
 
     def rejected(self) -> list[tuple[int, bytes, str]]:

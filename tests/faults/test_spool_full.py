@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import os
+import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from dashboard import runtime as runtime_module
+from dashboard.spool import Spool
 from scheduler_core.spool_codec import decode_event
 from tests.conftest import traffic_store
 from tests.faults.services import Gunicorn, tmpfs, wait_for
@@ -177,3 +179,20 @@ def test_a_spool_that_cannot_be_written_at_all_keeps_the_server_from_starting(
         with pytest.raises(RuntimeError) as caught:
             Gunicorn(env, tmp_path / "gunicorn.log")
     assert f"the spool at {readonly / 'spool' / 'spool.sqlite3'} cannot be written" in str(caught.value)
+
+
+def test_a_record_set_aside_on_a_full_disk_fails_with_the_disk_error_and_moves_once_there_is_space(spool_disk):
+    # Setting a record aside copies it into the rejected table: on a full disk SQLite fails that statement and rolls
+    # the transaction back by itself. The caller must see why, not "cannot rollback - no transaction is active".
+    spool = Spool(spool_disk / "spool")
+    try:
+        refused = spool.append(b"r" * 200_000)  # a copy of this cannot fit once the disk is full
+        spool.append(b"next")
+        with full(spool_disk), pytest.raises(sqlite3.OperationalError, match="database or disk is full"):
+            spool.reject(refused, "the database refused it")
+
+        spool.reject(refused, "the database refused it")  # the connection is usable again: no transaction left open
+        assert [(row_id, error) for row_id, _, error in spool.rejected()] == [(refused, "the database refused it")]
+        assert [row.data for row in spool.read_rows(10)] == [b"next"]
+    finally:
+        spool.close()  # before the tmpfs goes
