@@ -7,6 +7,9 @@ Nodes and NodeResources read, so no verb answers from an empty cache.
 full, unwritable) makes this process unready until an append succeeds again or, since an unready replica gets
 no verbs through its Service, until the spool's checkpoint thread manages a write of that record's size
 (``Spool.probe_write``). Each gunicorn worker has its own spool handle, so each reports what it saw.
+
+The depth shown is ``Spool.backlog`` (two index lookups), never a count of the rows: probes come every few seconds,
+and a count reads the whole spool, which is largest exactly when the database is down and the probes matter most.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
 def readyz(request: HttpRequest) -> JsonResponse:
     runtime = get_runtime()
     try:
-        depth = runtime.spool.depth()
+        depth = runtime.spool.backlog()
     except Exception as exc:
         return JsonResponse({"status": "unready", "reason": f"spool unavailable: {exc}"}, status=503)
     if (append_error := runtime.spool.last_append_error) is not None:

@@ -97,9 +97,11 @@ class StateCollector(Collector):
             up = GaugeMetricFamily("schedlens_redis_up", "1 when /metrics could read Redis.")
             up.add_metric([], 1.0 if redis_up else 0.0)
             yield up
-        depth = GaugeMetricFamily("schedlens_spool_depth", "Verb records waiting in the spool for ingest.")
-        try:
-            depth.add_metric([], runtime.spool.depth())
+        depth = GaugeMetricFamily(
+            "schedlens_spool_depth", "Verb records waiting in the spool for ingest (from its oldest and newest ids)."
+        )
+        try:  # not a count of the rows: every scrape would read the whole spool, largest in a database outage
+            depth.add_metric([], runtime.spool.backlog())
         except Exception:  # a broken spool is exactly what this metric should show, not hide behind a 500
             depth.add_metric([], float("nan"))
         yield depth

@@ -327,10 +327,13 @@ def worker_liveness(refreshes: Sequence[RefreshRow]) -> list[Liveness] | None:
 
 
 def spool_depth() -> tuple[int | None, str]:
-    from dashboard.spool import Spool
-
+    """Records waiting in this process's spool: its runtime's handle (opening one per page load set the spool up
+    again each time) and its backlog figure, as the probes and /metrics show it (a count reads every row)."""
+    runtime = running_runtime()
+    if runtime is None:  # every web process builds it at start (dashboard/wsgi.py); a shell or a test may not
+        return None, "this process runs no extender, so it holds no spool"
     try:
-        return Spool(settings.SCHEDLENS_SPOOL_DIR).depth(), ""
+        return runtime.spool.backlog(), ""
     except Exception as exc:  # An unreadable spool is exactly what the health page must show.
         return None, str(exc)
 
