@@ -17,6 +17,7 @@ machine, a scratch database.
 
     .venv/bin/python benchmarks/record_path.py --cycles 3000
     DATABASE_URL=postgres://user@host:5432/scratch .venv/bin/python benchmarks/record_path.py  # that database
+    .venv/bin/python -m benchmarks.record_path --cycles 2000 --json out.json  # the result as JSON (make bench)
 
 The scratch database (``schedlens_bench_record`` on ``BENCH_ADMIN_DATABASE_URL``'s server unless
 ``--database-url`` or ``DATABASE_URL`` names one) is dropped and created again: never point it at real data.
@@ -25,6 +26,8 @@ The scratch database (``schedlens_bench_record`` on ``BENCH_ADMIN_DATABASE_URL``
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import random
 import sys
@@ -40,7 +43,8 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import REPO, migrate, percentile, recreate_database
+from benchmarks.common import PY, REPO, database_url, migrate, percentile, recreate_database
+from benchmarks.phases import run_child
 
 DATABASE = "schedlens_bench_record"
 
@@ -171,6 +175,10 @@ def stored_sizes(cycles: int) -> dict[str, float]:
             "pg_partition_tree(t)"
         )
         (on_disk,) = cursor.fetchone()
+    # PostgreSQL's sum() of bigint sizes is numeric (a Decimal here): floats, so the result serializes as JSON.
+    record, response, body, other, cycle_row, candidates, postings, parts, on_disk = (
+        float(value or 0) for value in (record, response, body, other, cycle_row, candidates, postings, parts, on_disk)
+    )
     return {
         "calls: record (jsonb)": record / cycles,
         "calls: response (jsonb)": response / cycles,
@@ -275,6 +283,17 @@ def run(cycles: int, size_cycles: int, database_url: str | None = None) -> Recor
     return RecordPathResult(cycles, sizes, appends, stored, plain, ingest_seconds, spool_bytes)
 
 
+def in_subprocess(cycles: int, size_cycles: int, workdir: Path) -> RecordPathResult:
+    """:func:`run` in a fresh process (it configures Django for its own scratch database): this module's command
+    line, the result read back from the JSON file it writes; a failure raises ``PhaseFailed`` with its stderr.
+    The scratch database is named here because the command's default is ``DATABASE_URL``, which it drops and
+    creates again, and that may name a real database in the caller's shell."""
+    out = workdir / "record_path.json"
+    command = [PY, "-m", "benchmarks.record_path", "--cycles", str(cycles), "--size-cycles", str(size_cycles)]
+    run_child([*command, "--database-url", database_url(DATABASE), "--json", str(out)], cwd=REPO)
+    return RecordPathResult(**json.loads(out.read_text()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cycles", type=int, default=3000)
@@ -285,8 +304,13 @@ def main() -> None:
         help="PostgreSQL scratch database, dropped and created again (default: $DATABASE_URL, else "
         f"{DATABASE} on BENCH_ADMIN_DATABASE_URL's server)",
     )
+    parser.add_argument(
+        "--json", type=Path, help="also write the whole result to this file as JSON (make bench reads it)"
+    )
     args = parser.parse_args()
     result = run(args.cycles, args.size_cycles, args.database_url or None)
+    if args.json:
+        args.json.write_text(json.dumps(dataclasses.asdict(result)))
     print(f"append p50 {percentile(result.append_ms, 50):.3f} p99 {percentile(result.append_ms, 99):.3f} ms")
     print(
         f"ingest {result.cycles / result.ingest_seconds:.0f} cycles/s ({result.ingest_seconds:.1f} s, "

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,9 +23,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 
-from benchmarks import load
+from benchmarks import load, record_path
 from benchmarks.common import PY, REPO, machine, ms, now, p50, percentile, table
 from benchmarks.load_client import BIND_THREADS
+from benchmarks.phases import phase, run_child
 
 TARGETS = {  # (nodes, mode) → (p50, p99) in ms, from issue 7
     (100, "names"): (1, 3),
@@ -234,7 +234,8 @@ def main() -> None:
         names_pods = {100: 500, 1000: 500, 5000: 100} if full else {100: 200, 1000: 200, 5000: 40}
         nodes_pods = {100: 100, 1000: 30, 5000: 6} if full else {100: 40, 1000: 12, 5000: 3}
         pods = {**{(n, "names"): c for n, c in names_pods.items()}, **{(n, "nodes"): c for n, c in nodes_pods.items()}}
-        results = load.latency([100, 1000, 5000], pods, workdir)
+        with phase("latency"):
+            results = load.latency([100, 1000, 5000], pods, workdir)
         lines, rows = latency_section(results, f"make bench BENCH={flag}")
         sections += lines
         summary += rows
@@ -257,7 +258,8 @@ def main() -> None:
     if "sustained" not in args.skip:
         seconds = 600 if full else 60
         for nodes, target in SUSTAINED_TARGETS:
-            section, row, rate = _sustained(nodes, target, seconds, flag, workdir)
+            with phase(f"sustained ({nodes} nodes)"):
+                section, row, rate = _sustained(nodes, target, seconds, flag, workdir)
             sections += section
             summary.append(row)
             if nodes == 1000:
@@ -265,18 +267,20 @@ def main() -> None:
 
     if "record" not in args.skip:
         cycles = 10000 if full else 2000
-        result_r = subprocess_record(cycles, 300)
-        append = result_r["append"]
-        ingest_rate = result_r["cycles"] / result_r["ingest_seconds"]
+        with phase("record"):
+            result_r = record_path.in_subprocess(cycles, 300, workdir)
+        timings = result_r.append_ms
+        append = [percentile(timings, 50), percentile(timings, 99), max(timings)]
+        ingest_rate = result_r.cycles / result_r.ingest_seconds
         outage = 600 * sustained_rate
         drain = outage / ingest_rate
-        stored = result_r["stored"]
-        plain = result_r["plain"]
+        stored = result_r.stored
+        plain = result_r.plain_stored
         sections += [
             "## Record path at 1000 nodes",
             "",
             f"`{PY} benchmarks/record_path.py --cycles {cycles}` (run by `make bench BENCH={flag}`): "
-            f"{result_r['cycles']} cycles (filter, prioritize, bind) each made by the verbs over a 1000-node "
+            f"{result_r.cycles} cycles (filter, prioritize, bind) each made by the verbs over a 1000-node "
             "cluster (one snapshot, herd estimate on), each its own pod.",
             "",
             *table(
@@ -284,13 +288,13 @@ def main() -> None:
                 [
                     [
                         "spool record sizes (filter / prioritize / bind)",
-                        " / ".join(f"{b / 1024:.0f} KB" for b in result_r["sizes"].values()),
+                        " / ".join(f"{b / 1024:.0f} KB" for b in result_r.record_bytes.values()),
                     ],
                     ["spool append p50 / p99 / max", f"{append[0]:.3f} / {append[1]:.3f} / {append[2]:.2f} ms"],
                     [
                         "ingest (spool → PostgreSQL, as `ingest_spool --follow`: "
                         f"{os.environ.get('SCHEDLENS_INGEST_PREPARERS', '2')} preparing processes and the writer)",
-                        f"{ingest_rate:.0f} cycles/s ({result_r['ingest_seconds']:.1f} s)",
+                        f"{ingest_rate:.0f} cycles/s ({result_r.ingest_seconds:.1f} s)",
                     ],
                     [
                         f"drain of a 10-minute outage at {sustained_rate:.0f} pods/s ({outage:,.0f} cycles)",
@@ -352,7 +356,8 @@ def main() -> None:
             "--out",
             str(out),
         ]
-        subprocess.run(command, cwd=REPO, check=True)
+        with phase("dashboard"):
+            run_child(command, cwd=REPO)
         text = out.read_text()
         if full:
             (REPO / "benchmarks" / "results-dashboard.md").write_text(text)
@@ -371,18 +376,17 @@ def main() -> None:
         ]
 
     if "verbs" not in args.skip:
-        from benchmarks import verbs
-
-        rows = []
-        for count in (100, 1000):
-            for mode_name, verb, recording, samples in verbs.in_process(count, 200 if full else 60):
-                rows.append(
-                    [count, mode_name, verb, recording, ms(p50(samples)), ms(percentile(samples, 99)), len(samples)]
-                )
-        from benchmarks import record_encode
+        from benchmarks import record_encode, verbs
 
         pods = 400 if full else 100
-        encode_rows = [row for count in (100, 1000, 5000) for row in record_encode.measure(count, pods)]
+        with phase("verbs"):
+            measured = [(n, verbs.in_process(n, 200 if full else 60)) for n in (100, 1000)]
+            encode_rows = [row for count in (100, 1000, 5000) for row in record_encode.measure(count, pods)]
+        rows = [
+            [count, mode_name, verb, recording, ms(p50(samples)), ms(percentile(samples, 99)), len(samples)]
+            for count, runs in measured
+            for mode_name, verb, recording, samples in runs
+        ]
         sections += [
             "## In process (no HTTP): the verb alone, and with its record encoded and spooled",
             "",
@@ -398,7 +402,8 @@ def main() -> None:
         ]
 
     if "cost" not in args.skip:
-        lines, rows = cost_section(full, flag, workdir)
+        with phase("cost"):
+            lines, rows = cost_section(full, flag, workdir)
         sections += lines
         summary += rows
 
@@ -477,21 +482,6 @@ def cost_section(full: bool, flag: str, workdir: Path) -> tuple[list[str], list[
         ],
     ]
     return lines, rows
-
-
-def subprocess_record(cycles: int, size_cycles: int) -> dict:
-    """``record_path.run`` in a fresh process (it configures Django for its own scratch database)."""
-    import json
-
-    code = (
-        "import json, sys; sys.path.insert(0, '.'); from benchmarks import record_path as r; from benchmarks.common "
-        f"import percentile as p; x = r.run({cycles}, {size_cycles}); print('RESULT' + json.dumps({{'cycles': "
-        "x.cycles, 'sizes': x.record_bytes, 'append': [p(x.append_ms, 50), p(x.append_ms, 99), max(x.append_ms)], "
-        "'stored': x.stored, 'plain': x.plain_stored, 'ingest_seconds': x.ingest_seconds}))"
-    )
-    out = subprocess.run([PY, "-c", code], cwd=REPO, check=True, capture_output=True, text=True).stdout
-    line = next(line for line in out.splitlines() if line.startswith("RESULT"))
-    return json.loads(line[len("RESULT") :])
 
 
 if __name__ == "__main__":
