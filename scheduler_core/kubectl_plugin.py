@@ -32,6 +32,7 @@ CONFIG_FILE_ENV = "SCHEDLENS_KUBECTL_CONFIG"
 """Overrides the config file's path (``SCHEDLENS_CONFIG`` is the server's profiles file, a different thing)."""
 
 EPILOG = f"""\
+--server, --token, -o, --timeout and -n go before or after the command, as kubectl's flags do (the last wins).
 connection: --server/--token, else $SCHEDLENS_SERVER/$SCHEDLENS_TOKEN, else the file
 $SCHEDLENS_KUBECTL_CONFIG (default ~/.config/schedlens/config.yaml) with keys server: and token:.
 The token is an auditor's (manage.py create_audit_token NAME), sent as "Authorization: Token <token>".
@@ -325,18 +326,40 @@ def command(args: argparse.Namespace, api: Api) -> tuple[Any, str, int]:
     return data, render_verify(data), EXIT_OK if data.get("ok") else EXIT_BROKEN
 
 
-def parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--server", help="the schedlens URL, e.g. https://schedlens.example:8443")
-    common.add_argument("--token", help="an auditor's API token")
-    common.add_argument(
+GLOBAL_DEFAULTS: dict[str, Any] = {"server": None, "token": None, "output": "table", "timeout": 30.0}
+"""The global flags' values when not given; ``--namespace``'s depends on the command (``parse``)."""
+
+
+def _global_flags(target: argparse.ArgumentParser) -> None:
+    """The flags kubectl users expect before or after the command. Added to the main parser and, as a parent, to
+    each command's, all without a default: a command's parser writes only the flags given after the command, so
+    they override those given before it (the last one wins) and leave them alone otherwise."""
+    target.add_argument(
+        "--server", default=argparse.SUPPRESS, help="the schedlens URL, e.g. https://schedlens.example:8443"
+    )
+    target.add_argument("--token", default=argparse.SUPPRESS, help="an auditor's API token")
+    target.add_argument(
         "-o",
         "--output",
         choices=["table", "json", "yaml"],
-        default="table",
+        default=argparse.SUPPRESS,
         help="table (default), or the API's JSON as is (json, yaml)",
     )
-    common.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the server (default 30)")
+    target.add_argument(
+        "--timeout", type=float, default=argparse.SUPPRESS, help="seconds to wait for the server (default 30)"
+    )
+    target.add_argument(
+        "-n",
+        "--namespace",
+        default=argparse.SUPPRESS,
+        help="why: the pod's namespace (default: default); history: only pods in it (default: all); "
+        "nodes and verify ignore it, as kubectl does for cluster-wide resources",
+    )
+
+
+def parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    _global_flags(common)
 
     main_parser = argparse.ArgumentParser(
         prog="kubectl schedlens",
@@ -345,6 +368,7 @@ def parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _global_flags(main_parser)
     sub = main_parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     fmt = argparse.RawDescriptionHelpFormatter
 
@@ -356,14 +380,12 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=fmt,
     )
     why.add_argument("pod", metavar="POD", help="the pod's name")
-    why.add_argument("-n", "--namespace", default="default", help="the pod's namespace (default: default)")
 
     history = sub.add_parser(
         "history", parents=[common], help="recent scheduling cycles, newest first", epilog=EPILOG, formatter_class=fmt
     )
     history.add_argument("--node", help="cycles that had this node among their candidates")
     history.add_argument("--chosen", metavar="NODE", help="cycles that placed the pod on this node")
-    history.add_argument("-n", "--namespace", help="cycles of pods in this namespace")
     history.add_argument("--since", type=duration, help="cycles started within this long, e.g. 30m, 1h, 2d")
     history.add_argument(
         "--limit",
@@ -391,8 +413,19 @@ def parser() -> argparse.ArgumentParser:
     return main_parser
 
 
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, global flags wherever they stood (see ``_global_flags``); exits 2 on a usage error."""
+    args = parser().parse_args(argv)
+    for name, value in GLOBAL_DEFAULTS.items():
+        if not hasattr(args, name):
+            setattr(args, name, value)
+    if not hasattr(args, "namespace"):
+        args.namespace = "default" if args.command == "why" else None
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)  # exits 2 on a usage error
+    args = parse(argv)
     try:
         api = Api(*connection(args.server, args.token), timeout=args.timeout)
         data, text, code = command(args, api)

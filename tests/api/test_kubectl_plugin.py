@@ -209,3 +209,45 @@ def test_the_connection_comes_from_the_environment_or_the_config_file(server, to
 
     flags_win = kubectl_schedlens("nodes", "--token", "not-a-token", env={"SCHEDLENS_KUBECTL_CONFIG": str(config)})
     assert flags_win.returncode == 4
+
+
+def test_global_flags_go_before_or_after_the_command_as_kubectls_do(server, token, kube_scheduler):
+    kube_scheduler.schedule(at=T0, name="web-1", namespace="shop")
+    expected = api_json(server, token, "/api/v1/why/?namespace=shop&name=web-1")
+    connect = ["--server", server.url, "--token", token, "--timeout", "20"]
+
+    before = kubectl_schedlens(*connect, "-n", "shop", "-o", "json", "why", "web-1")
+    after = kubectl_schedlens("why", "web-1", "-n", "shop", "-o", "json", *connect)
+    split = kubectl_schedlens("-n", "shop", "--token", token, "why", "web-1", "--server", server.url, "-o", "json")
+    # The same flag in both places: the last one wins (a wrong server and namespace first, the right ones after).
+    closed = f"http://127.0.0.1:{free_port()}"
+    last_wins = kubectl_schedlens(
+        "--server", closed, "-n", "data", "-o", "yaml", "why", "web-1", "--namespace=shop", "-o", "json", *connect
+    )
+    history = kubectl_schedlens(*connect, "--namespace", "shop", "-o", "json", "history", "--limit", "5")
+
+    for result in (before, after, split, last_wins, history):
+        assert result.returncode == 0, result.stderr
+    for result in (before, after, split, last_wins):
+        assert json.loads(result.stdout) == expected
+    assert json.loads(history.stdout) == api_json(server, token, "/api/v1/cycles/?namespace=shop&page_size=5")
+
+
+def test_a_global_flag_means_the_same_wherever_it_stands():
+    from scheduler_core.kubectl_plugin import parse
+
+    assert vars(parse(["why", "web"])) == {
+        "command": "why", "pod": "web", "namespace": "default", "server": None, "token": None, "output": "table",
+        "timeout": 30.0,
+    }  # fmt: skip
+    for argv in (
+        ["-n", "shop", "--server", "http://a", "why", "web"],
+        ["why", "web", "-n", "shop", "--server", "http://a"],
+        ["-n", "other", "--server", "http://b", "why", "-n", "shop", "web", "--server", "http://a"],
+    ):
+        args = parse(argv)
+        assert (args.pod, args.namespace, args.server) == ("web", "shop", "http://a"), argv
+    assert parse(["-n", "shop", "history"]).namespace == "shop"
+    assert parse(["history"]).namespace is None, "history without -n: every namespace"
+    assert parse(["-o", "yaml", "--timeout", "5", "nodes"]).output == "yaml"
+    assert parse(["verify", "--timeout", "5"]).timeout == 5.0
