@@ -47,7 +47,7 @@ pytest:
 BENCH ?= --quick
 bench: install services ## the benchmark suite (BENCH=--full for the 10-minute sustained run and 1,000,000 cycles) → benchmarks/results.md
 	$(VENV)/bin/pip install --quiet -e '.[bench]'
-	$(PY) benchmarks/suite.py $(BENCH)
+	SCHEDLENS_VAR_ROOT=$(CURDIR)/var/bench $(PY) benchmarks/suite.py $(BENCH)  # never the settings of make run/serve
 
 worker: install ## a Celery worker for the traffic prefetch (SCHEDLENS_TRAFFIC_BACKEND=redis; needs Redis at REDIS_URL)
 	$(VENV)/bin/celery -A dashboard worker --loglevel=INFO
