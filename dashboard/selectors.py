@@ -1,7 +1,8 @@
 """Reads of recorded cycles shared by the dashboard, the audit API, pod Events and the commands.
 
 One place for what they must agree on: which calls a cycle has, in which order, and how a cycle is explained
-(the same ``scheduler_core.explain`` with the same profile window everywhere a person reads an explanation).
+(the same ``scheduler_core.explain`` with the same traffic window and staleness limit, :func:`cycle_traffic_terms`,
+everywhere a person reads an explanation).
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ from dashboard.runtime import configured_profiles
 from scheduler_core.explain import Explanation, explain, explain_summary
 from scheduler_core.profiles import ProfileError
 from scheduler_core.recompute import Mismatch, recompute_explanation
-
-TRAFFIC_PLUGIN = "NetworkTraffic"
+from scheduler_core.traffic_terms import TrafficTerms, terms_of
 
 
 def cycle_list() -> QuerySet[SchedulingCycle]:
@@ -65,14 +65,19 @@ def cycle_and_calls(*, cycle_id: int) -> tuple[SchedulingCycle, list[VerbCall]] 
     return cycle, calls
 
 
-def _traffic_window_minutes(profile_name: str) -> int | None:
-    """The profile's current ``timeRangeInMinutes`` (the record does not carry it); None when unknown."""
+def cycle_traffic_terms(*, profile: str) -> TrafficTerms:
+    """The traffic window and staleness limit a cycle of ``profile`` is explained with, for every screen and export.
+
+    The record does not carry them, so they are the profile's as configured now, and say so; a profile no longer
+    configured, or a profiles file that cannot be read, leaves them unknown with the reason, never a default. When
+    cycles record their profile's version, this is the one place to read it first.
+    """
     try:
-        profile = configured_profiles().get(profile_name)
-    except (ProfileError, OSError):
-        return None
-    window = profile.plugin_args.get(TRAFFIC_PLUGIN, {}).get("timeRangeInMinutes") if profile else None
-    return window if isinstance(window, int) else None
+        profiles = configured_profiles()
+    except (ProfileError, OSError) as exc:
+        return TrafficTerms(unknown=f"not recorded; the profiles configuration cannot be read: {exc}", profile=profile)
+    configured = profiles.get(profile)
+    return terms_of(profile, configured.plugin_args if configured is not None else None)
 
 
 def cycle_explanation(*, cycle: SchedulingCycle) -> Explanation:
@@ -88,7 +93,7 @@ def records_explanation(*, records: Mapping[str, Any], chosen_node: str, error: 
         prioritize_record=records.get("prioritize"),
         chosen_node=chosen_node,
         error=error,
-        traffic_window_minutes=_traffic_window_minutes(profile),
+        traffic_terms=cycle_traffic_terms(profile=profile),
     )
 
 
@@ -99,7 +104,7 @@ def records_summary(*, records: Mapping[str, Any], chosen_node: str, error: str,
         prioritize_record=records.get("prioritize"),
         chosen_node=chosen_node,
         error=error,
-        traffic_window_minutes=_traffic_window_minutes(profile),
+        traffic_window_minutes=cycle_traffic_terms(profile=profile).window_minutes,
     )
 
 

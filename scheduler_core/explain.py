@@ -8,7 +8,7 @@ cycle the same way without a database. A record that cannot be read (a refused c
 from __future__ import annotations
 
 from collections.abc import Mapping, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import msgspec
@@ -31,6 +31,7 @@ from scheduler_core.figures import (
 )
 from scheduler_core.record import NODE_CACHE, FilterRecord, PluginScores, PrioritizeRecord
 from scheduler_core.summary import Summary, summarize
+from scheduler_core.traffic_terms import TrafficTerms, staleness
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +104,7 @@ class Explanation:
     metric_age_seconds: float | None
     metric_note: str
     traffic_window_minutes: int | None
+    """``traffic_terms.window_minutes``, where it was before the terms were explained."""
     nodes: tuple[NodeExplanation, ...]
     """Scored nodes by rank, then nodes that passed without a score, then the excluded ones."""
     summary: str
@@ -123,6 +125,12 @@ class Explanation:
     """The node that would score highest on measured traffic alone (without the herd estimate)."""
     herd_changed_ranking: bool = False
     """The herd estimate moved our preference away from ``measured_leader``."""
+    traffic_terms: TrafficTerms = field(default_factory=TrafficTerms)
+    """The traffic window and staleness limit the figures are read with, where they come from or why not known."""
+    metric_stale: bool | None = None
+    """Whether the traffic used was stale (``scheduler_core.traffic_terms.staleness``); None: not known."""
+    metric_staleness: str = ""
+    """That verdict with the age and limit it follows from; empty without a measurement."""
 
 
 _Record = TypeVar("_Record", FilterRecord, PrioritizeRecord)
@@ -345,22 +353,27 @@ def explain(
     chosen_node: str = "",
     error: str = "",
     traffic_window_minutes: int | None = None,
+    traffic_terms: TrafficTerms | None = None,
 ) -> Explanation:
     """Explain one cycle from its filter and prioritize records (either may be missing).
 
-    ``chosen_node`` is the bind's node; ``traffic_window_minutes`` only words the summary ("1.0 MB in
-    5 min") and is the caller's to know (the profile's ``timeRangeInMinutes``).
+    ``chosen_node`` is the bind's node. ``traffic_terms`` (the profile's window and staleness limit, which the record
+    does not carry: ``dashboard.selectors.cycle_traffic_terms``) word the summary ("1.0 MB in 5 min") and judge the
+    traffic's age; without them, ``traffic_window_minutes`` words the summary and staleness is not judged.
     """
+    terms = traffic_terms if traffic_terms is not None else TrafficTerms(window_minutes=traffic_window_minutes)
     filtered = _decode(filter_record, FilterRecord)
     prioritize = _decode(prioritize_record, PrioritizeRecord)
     cycle = _Cycle(filtered, prioritize)
     nodes = cycle.explained()
     preferred, leader, bounds = cycle.preferred, cycle.leader, cycle.bounds
-    summary = _summary(cycle, _Nodes(cycle, nodes), chosen_node, error, traffic_window_minutes)
+    summary = _summary(cycle, _Nodes(cycle, nodes), chosen_node, error, terms.window_minutes)
 
     ages = [filtered.metric_age_seconds if filtered else None]
     ages += [p.metric_age_seconds for p in (prioritize.plugins if prioritize else [])]
     known_ages = [a for a in ages if a is not None]
+    age = max(known_ages) if known_ages else None
+    stale = staleness(age, cycle.notes, terms)
     by_name = {n.node: n for n in nodes}
     top = by_name.get(preferred)
     tied: tuple[str, ...] = ()
@@ -377,9 +390,9 @@ def explain(
         margin=summary.margin,
         candidate_count=len(nodes),
         excluded_count=summary.excluded_count,
-        metric_age_seconds=max(known_ages) if known_ages else None,
+        metric_age_seconds=age,
         metric_note=next(iter(cycle.notes), ""),
-        traffic_window_minutes=traffic_window_minutes,
+        traffic_window_minutes=terms.window_minutes,
         nodes=nodes,
         summary=summary.text,
         answer_scale=prioritize.answer_scale if prioritize is not None else "",
@@ -391,6 +404,9 @@ def explain(
         tied_nodes=tied,
         measured_leader=leader,
         herd_changed_ranking=bool(leader) and leader != preferred,
+        traffic_terms=terms,
+        metric_stale=stale.stale,
+        metric_staleness=stale.text,
     )
 
 

@@ -122,6 +122,22 @@ class NodeExplanationSerializer(_PlainSerializer):
     )
 
 
+class TrafficTermsSerializer(_PlainSerializer):
+    window_minutes = serializers.IntegerField(
+        allow_null=True, help_text="The traffic window (timeRangeInMinutes) the raw bytes cover; null: not known."
+    )
+    max_staleness_seconds = serializers.FloatField(
+        allow_null=True, help_text="The age past which traffic counts as stale (maxStalenessSeconds); null: not known."
+    )
+    source = serializers.CharField(
+        help_text="configured: the profile as configured now (the record does not carry them); empty: not known."
+    )
+    unknown = serializers.CharField(
+        help_text="Why they are not known, e.g. \"not recorded; profile 'x' is no longer configured\"; else empty."
+    )
+    profile = serializers.CharField(help_text="The profile they are looked up in: the cycle's.")
+
+
 class ExplanationSerializer(_PlainSerializer):
     chosen_node = serializers.CharField()
     preferred_node = serializers.CharField()
@@ -132,7 +148,18 @@ class ExplanationSerializer(_PlainSerializer):
     metric_age_seconds = serializers.FloatField(allow_null=True)
     metric_note = serializers.CharField()
     traffic_window_minutes = serializers.IntegerField(
-        allow_null=True, help_text="From the profile's current configuration: the record does not carry it."
+        allow_null=True, help_text="traffic_terms.window_minutes: the record does not carry it."
+    )
+    traffic_terms = TrafficTermsSerializer(
+        help_text="The traffic window and staleness limit the figures are read with, where they come from or why not."
+    )
+    metric_stale = serializers.BooleanField(
+        allow_null=True,
+        help_text="The extender refused the traffic as stale, or its age exceeds max_staleness_seconds; null: not "
+        "known (no measurement, or no known limit).",
+    )
+    metric_staleness = serializers.CharField(
+        help_text="That verdict in words, with the age and the limit it follows from; empty without a measurement."
     )
     nodes = NodeExplanationSerializer(many=True)
     summary = serializers.CharField()

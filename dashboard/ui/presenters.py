@@ -14,13 +14,11 @@ from typing import Any
 from dashboard.models import Outcome, SchedulingCycle, VerbCall
 from scheduler_core.explain import Explanation, NodeExplanation, contribution, explain
 from scheduler_core.figures import TrafficFigures
-from scheduler_core.history_replay.scenarios import window_seconds_of
+from scheduler_core.traffic_terms import TrafficTerms
 from scheduler_core.units import human_bytes
 
 TRAFFIC_SCORE = "NetworkTraffic"
 TRAFFIC_FILTER = "TrafficThreshold"
-DEFAULT_WINDOW_SECONDS = 300
-STALE_AFTER_SECONDS = 120
 CHART_NODES = 30
 
 
@@ -97,7 +95,8 @@ class Decision:
     score_plugins: list[tuple[str, int, bool]]
     """(name, weight, applicable) in profile order."""
     plugin_notes: list[tuple[str, str]]
-    window_seconds: int
+    traffic_terms: TrafficTerms
+    """The window and staleness limit the traffic is read with (``dashboard.selectors.cycle_traffic_terms``)."""
     traffic_age_seconds: float | None
     traffic_note: str
     answers: list[VerbAnswer]
@@ -121,12 +120,23 @@ class Decision:
         return len(self.filter_plugins) + len(self.score_plugins) + 5
 
     @property
+    def window_seconds(self) -> int | None:
+        """The traffic window in seconds; None when not known (then no rate is derived from the raw bytes)."""
+        minutes = self.traffic_terms.window_minutes
+        return None if minutes is None else minutes * 60
+
+    @property
     def stale(self) -> bool:
-        return self.traffic_age_seconds is not None and self.traffic_age_seconds > STALE_AFTER_SECONDS
+        """The explanation's verdict (``scheduler_core.traffic_terms.staleness``), as the audit API gives it."""
+        return self.explanation.metric_stale is True
 
 
 def build_decision(
-    cycle: SchedulingCycle, calls: Sequence[VerbCall], profile_description: Mapping[str, Any] | None
+    cycle: SchedulingCycle,
+    calls: Sequence[VerbCall],
+    profile_description: Mapping[str, Any] | None,
+    *,
+    traffic_terms: TrafficTerms,
 ) -> Decision:
     """Assemble the table from the newest call of each verb (a retried verb keeps its latest answer)."""
     by_verb: dict[str, VerbCall] = {}
@@ -207,13 +217,12 @@ def build_decision(
         return (group, 0, -(c.final or 0.0), c.index)
 
     ordered = sorted(candidates.values(), key=rank)
-    window = window_seconds_of(profile_description)
     explanation = explain(
         filter_record=fr,
         prioritize_record=pr,
         chosen_node=cycle.chosen_node,
         error=cycle.error,
-        traffic_window_minutes=window // 60 or None,
+        traffic_terms=traffic_terms,
     )
     explained = {n.node: n for n in explanation.nodes}
     for candidate in ordered:
@@ -236,7 +245,7 @@ def build_decision(
         filter_plugins=filter_plugins,
         score_plugins=score_plugins,
         plugin_notes=plugin_notes,
-        window_seconds=window,
+        traffic_terms=traffic_terms,
         traffic_age_seconds=age,
         traffic_note=note,
         answers=answers,
@@ -249,11 +258,8 @@ def build_decision(
 
 # --- explanation ---------------------------------------------------------------------------------------
 # The plain-language summary itself is ``scheduler_core.explain`` (shared with the audit API); these are the
-# sentences the page adds around it: how fresh the traffic was, and what an operator should do next.
-
-
-def _window_text(seconds: int) -> str:
-    return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"
+# sentences the page adds around it: how fresh the traffic was (the explanation's verdict, with its figures), and what
+# an operator should do next.
 
 
 def supplementary_lines(decision: Decision) -> list[str]:
@@ -263,10 +269,8 @@ def supplementary_lines(decision: Decision) -> list[str]:
         lines.append("No node passed every filter, so the pod stays pending until something changes.")
     if cycle.outcome == Outcome.PENDING and not cycle.chosen_node:
         lines.append("No bind was recorded for this attempt (yet): kube-scheduler may have bound it itself.")
-    if not decision.traffic_note and decision.traffic_age_seconds is not None:
-        age = decision.traffic_age_seconds
-        stale = " — older than usual, check the traffic source" if decision.stale else ""
-        lines.append(f"Traffic was measured {age:.0f} s before the decision{stale}.")
+    if decision.explanation.metric_staleness:
+        lines.append(decision.explanation.metric_staleness)
     return lines
 
 
@@ -382,10 +386,10 @@ def why_not(decision: Decision, node: str) -> WhyNot | None:
     if final_gap > 0 and decisive is not None and (decisive.gap or 0) > 0:
         what = decisive.plugin
         if decisive.plugin == TRAFFIC_SCORE and decisive.other_raw is not None and decisive.reference_raw is not None:
-            what = (
-                f"traffic ({human_bytes(decisive.other_raw)} against {human_bytes(decisive.reference_raw)}"
-                f" in {_window_text(decision.window_seconds)})"
-            )
+            # Worded as the summary words it: the window only when it is known.
+            minutes = decision.traffic_terms.window_minutes
+            over = f" in {minutes} min" if minutes is not None else ""
+            what = f"traffic ({human_bytes(decisive.other_raw)} against {human_bytes(decisive.reference_raw)}{over})"
         summary = f"{node} scored {final_gap:.1f} points less than {reference.node}; most of it from {what}."
     elif final_gap > 0:
         summary = f"{node} scored {final_gap:.1f} points less than {reference.node}."

@@ -21,6 +21,7 @@ from django.utils import timezone
 from dashboard.models import SchedulingCycle, VerbCall, call_data, shared_part_data
 from dashboard.runtime import configured_profiles, running_runtime
 from dashboard.selectors import newest_first_page
+from scheduler_core.profiles import ProfileError
 
 PAGE_SIZE = 50
 HISTORY_COLUMNS = (
@@ -345,3 +346,23 @@ def newest_cycle() -> datetime | None:
 def profile_descriptions() -> dict[str, dict[str, Any]]:
     """The profiles this deployment serves, described as plain data (read again when the file changes)."""
     return {name: profile.describe() for name, profile in configured_profiles().items()}
+
+
+@dataclass(frozen=True, slots=True)
+class ConfiguredProfiles:
+    descriptions: dict[str, dict[str, Any]]
+    """Empty when the configuration cannot be read."""
+    problem: str
+    """Why the configuration cannot be read (the ``ProfileError`` naming profile, plugin and field, or the file's
+    ``OSError``); empty when it can."""
+    path: str
+    """The file read (``SCHEDLENS_CONFIG``); empty: the embedded default."""
+
+
+def configured_profiles_or_problem() -> ConfiguredProfiles:
+    """The profiles described, or what is wrong with their file: the pages show what the record holds either way."""
+    path = str(settings.SCHEDLENS_CONFIG or "")
+    try:
+        return ConfiguredProfiles(profile_descriptions(), "", path)
+    except (ProfileError, OSError) as exc:
+        return ConfiguredProfiles({}, str(exc), path)

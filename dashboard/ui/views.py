@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from dashboard.models import NodeMode, Outcome, SchedulingCycle
-from dashboard.selectors import cycle_and_calls
+from dashboard.selectors import cycle_and_calls, cycle_traffic_terms
 from dashboard.ui import candidate_table, node_selectors, presenters, selectors
 from dashboard.ui.shared import CycleFilterSet, explanation_lines
 from dashboard.ui.whatif import parse_what_if
@@ -25,6 +25,17 @@ from scheduler_core.history_replay.scenarios import recorded_scenario
 from scheduler_core.replay import RecordedInputs, compare, replay
 
 POLL_SECONDS = 5
+PROFILES_UNREADABLE = 503
+"""The status of a page whose profiles file cannot be read, as the audit API answers: the page still shows what the
+record holds and names the problem (``base.html``), and the status tells a probe the deployment needs fixing."""
+
+
+def _profiles_context(configured: selectors.ConfiguredProfiles) -> dict[str, Any]:
+    return {"profiles_problem": configured.problem, "profiles_path": configured.path}
+
+
+def _status(configured: selectors.ConfiguredProfiles) -> int:
+    return PROFILES_UNREADABLE if configured.problem else 200
 
 
 def _filterset(request: HttpRequest) -> CycleFilterSet:
@@ -57,6 +68,7 @@ def history(request: HttpRequest) -> HttpResponse:
         except selectors.BadCursorError as exc:
             return HttpResponseBadRequest(str(exc))
     valid = filterset.is_valid()
+    configured = selectors.configured_profiles_or_problem()
     page = selectors.history_page(queryset=filterset.qs if valid else SchedulingCycle.objects.none(), before=before)
     context = {
         "filterset": filterset,
@@ -67,10 +79,11 @@ def history(request: HttpRequest) -> HttpResponse:
         "first_page": before is None,
         "poll_seconds": POLL_SECONDS,
         "outcomes": Outcome.choices,
-        "profiles": sorted(selectors.profile_descriptions()),
+        "profiles": sorted(configured.descriptions),
         "now": timezone.now(),
+        **_profiles_context(configured),
     }
-    return render(request, "dashboard/history.html", context)
+    return render(request, "dashboard/history.html", context, status=_status(configured))
 
 
 @require_GET
@@ -88,12 +101,14 @@ def history_new_rows(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboard/_history_new_rows.html", {"rows": rows})
 
 
-def _decision(pk: int) -> presenters.Decision:
+def _decision(pk: int, configured: selectors.ConfiguredProfiles) -> presenters.Decision:
     found = cycle_and_calls(cycle_id=pk)
     if found is None:
         raise Http404("no such scheduling cycle")
     cycle, calls = found
-    return presenters.build_decision(cycle, calls, selectors.profile_descriptions().get(cycle.profile))
+    description = configured.descriptions.get(cycle.profile)
+    terms = cycle_traffic_terms(profile=cycle.profile)  # the window and staleness limit the audit API explains with
+    return presenters.build_decision(cycle, calls, description, traffic_terms=terms)
 
 
 def _why_not(decision: presenters.Decision, node: str) -> tuple[presenters.WhyNot | None, str]:
@@ -106,7 +121,8 @@ def _why_not(decision: presenters.Decision, node: str) -> tuple[presenters.WhyNo
 @require_GET
 @login_required
 def decision(request: HttpRequest, pk: int) -> HttpResponse:
-    view = _decision(pk)
+    configured = selectors.configured_profiles_or_problem()
+    view = _decision(pk, configured)
     why_not_node = request.GET.get("why_not", "")
     why, why_error = _why_not(view, why_not_node)
     context = {
@@ -120,14 +136,17 @@ def decision(request: HttpRequest, pk: int) -> HttpResponse:
         "candidate_rows": candidate_table.candidate_rows(view),
         "why_not_options": candidate_table.why_not_options(view, why_not_node),
         "node_modes": dict(NodeMode.choices),
+        **_profiles_context(configured),
     }
-    return render(request, "dashboard/decision.html", context)
+    return render(request, "dashboard/decision.html", context, status=_status(configured))
 
 
 @require_GET
 @login_required
 def why_not(request: HttpRequest, pk: int) -> HttpResponse:
-    view = _decision(pk)
+    # Answered 200 even when the profiles file cannot be read: the comparison comes from the record, htmx swaps only a
+    # 2xx, and the decision page around this fragment names the problem.
+    view = _decision(pk, selectors.configured_profiles_or_problem())
     node = request.GET.get("why_not", "")
     why, why_error = _why_not(view, node)
     response = render(
@@ -143,8 +162,9 @@ def why_not(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 @login_required
 def what_if(request: HttpRequest, pk: int) -> HttpResponse:
-    view = _decision(pk)
-    profiles: Mapping[str, dict[str, Any]] = selectors.profile_descriptions()
+    configured = selectors.configured_profiles_or_problem()
+    view = _decision(pk, configured)
+    profiles: Mapping[str, dict[str, Any]] = configured.descriptions
     inputs = RecordedInputs.from_records(view.filter_record, view.prioritize_record, view.filter_plugins)
     # "Before" answers on the scale the cycle answered on, so it shows what kube-scheduler received, with the weights
     # the cycle actually used (they win over today's configuration).
@@ -153,7 +173,14 @@ def what_if(request: HttpRequest, pk: int) -> HttpResponse:
     base = recorded_scenario(
         profiles.get(view.cycle.profile), weights, view.filter_plugins, answer_scale=recorded_scale
     )
-    base = dataclasses.replace(base, window_seconds=view.window_seconds)
+    if view.window_seconds is not None:
+        base = dataclasses.replace(base, window_seconds=view.window_seconds)
+        window_text = view.traffic_terms.window_text
+    else:
+        # A threshold compares raw bytes / window: without the profile's window the replay needs one, so it takes
+        # timeRangeInMinutes' default and says it is an assumption, not the cycle's window.
+        assumed = f"replayed as if {base.window_seconds // 60} min, timeRangeInMinutes' default"
+        window_text = f"{view.traffic_terms.window_text}; {assumed}"
     form = parse_what_if(request.GET, base=base, profiles=profiles)
     before = replay(inputs, base)
     after = replay(inputs, form.scenario) if form.submitted else None
@@ -166,8 +193,10 @@ def what_if(request: HttpRequest, pk: int) -> HttpResponse:
         "after": after,
         "changes": compare(before, after) if after is not None else [],
         "replayable": bool(inputs.candidates),
+        "window_text": window_text,
+        **_profiles_context(configured),
     }
-    return render(request, "dashboard/what_if.html", context)
+    return render(request, "dashboard/what_if.html", context, status=_status(configured))
 
 
 NODES_PER_PAGE = 200

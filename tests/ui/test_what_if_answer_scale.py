@@ -15,6 +15,7 @@ from dashboard.ui import presenters
 from scheduler_core.answer import DEFAULT_ANSWER_SCALE
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.profiles import load_profiles
+from scheduler_core.traffic_terms import TrafficTerms
 from scheduler_core.verbs import Extender
 from tests.conftest import traffic_store
 from tests.ui.recording import CLUSTER, PROFILES, TRAFFIC, Recorder, make_pod
@@ -64,7 +65,7 @@ def recorded(cycle: SchedulingCycle) -> tuple[list[str], list[float], list[int]]
     """The cycle's prioritize record as the dashboard reads it back: nodes, final scores, answers."""
     found = cycle_and_calls(cycle_id=cycle.pk)
     assert found is not None
-    prioritize = presenters.build_decision(*found, None).prioritize_record
+    prioritize = presenters.build_decision(*found, None, traffic_terms=TrafficTerms()).prioritize_record
     assert prioritize is not None
     return prioritize["nodes"], prioritize["final"], prioritize["extender"]
 

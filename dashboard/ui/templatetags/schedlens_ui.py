@@ -23,8 +23,8 @@ def rate_filter(value: float | None) -> str:
 
 
 @register.filter
-def rate_over(value: float | None, window_seconds: int) -> str:
-    """Bytes over a window as a rate: 1.0 MB over 5 min → 3.3 kB/s."""
+def rate_over(value: float | None, window_seconds: int | None) -> str:
+    """Bytes over a window as a rate: 1.0 MB over 5 min → 3.3 kB/s; empty when the window is not known."""
     return "" if value is None or not window_seconds else human_rate(value / window_seconds)
 
 

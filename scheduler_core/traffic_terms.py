@@ -1,0 +1,100 @@
+"""The traffic window and staleness limit a cycle's traffic figures are read with, and the staleness rule.
+
+A cycle's record carries the traffic it measured (raw bytes per node over the query window), the snapshot's age, and
+the reason ``metrics stale`` when the extender refused the snapshot as too old
+(``scheduler_core.plugins.traffic.read_traffic``). It carries neither the window (``timeRangeInMinutes``) nor the limit
+(``maxStalenessSeconds``): those are the profile's, found in one place (``dashboard.selectors.cycle_traffic_terms``),
+which says where they came from or why they are not known. Every screen judges staleness with :func:`staleness`, by
+way of :func:`scheduler_core.explain.explain`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+STALE_REASON = "metrics stale"
+"""The missing reason ``read_traffic`` records for a snapshot older than ``maxStalenessSeconds``."""
+TRAFFIC_PLUGINS = ("NetworkTraffic", "TrafficThreshold")
+"""Whose args a profile's traffic is read with: the score plugin's, else the filter's, as the engine reads them
+(``scheduler_core.engine._traffic_args`` looks at the scorers first)."""
+CONFIGURED = "configured"
+
+
+@dataclass(frozen=True, slots=True)
+class TrafficTerms:
+    """A profile's traffic window and staleness limit, where they come from, or why they are not known."""
+
+    window_minutes: int | None = None
+    max_staleness_seconds: float | None = None
+    source: str = ""
+    """``configured``: the profile as configured now (the record does not carry them); empty: not known."""
+    unknown: str = ""
+    """Why the window and limit are not known ("not recorded; profile 'x' is no longer configured")."""
+    profile: str = ""
+
+    @property
+    def provenance(self) -> str:
+        return f"profile {self.profile!r} as configured now" if self.source == CONFIGURED else "as given"
+
+    @property
+    def window_text(self) -> str:
+        """``5 min (profile 'default' as configured now)``, or why the window is not known."""
+        if self.window_minutes is None:
+            return self.unknown or "not known"
+        return f"{self.window_minutes} min ({self.provenance})"
+
+    @property
+    def limit_text(self) -> str:
+        """``120 s, profile 'default' as configured now``, or why the limit is not known."""
+        if self.max_staleness_seconds is None:
+            return self.unknown or "not known"
+        return f"{self.max_staleness_seconds:g} s, {self.provenance}"
+
+
+def terms_of(profile: str, plugin_args: Mapping[str, Mapping[str, Any]] | None) -> TrafficTerms:
+    """The terms a configured profile states in its plugins' effective args (``Profile.plugin_args``); ``None``: the
+    profile is not configured."""
+    if plugin_args is None:
+        return TrafficTerms(unknown=f"not recorded; profile {profile!r} is no longer configured", profile=profile)
+    args = next((plugin_args[name] for name in TRAFFIC_PLUGINS if name in plugin_args), None)
+    if args is None:
+        return TrafficTerms(source=CONFIGURED, unknown=f"profile {profile!r} reads no traffic", profile=profile)
+    window, limit = args.get("timeRangeInMinutes"), args.get("maxStalenessSeconds")
+    return TrafficTerms(
+        window_minutes=window if isinstance(window, int) else None,
+        max_staleness_seconds=float(limit) if isinstance(limit, int | float) else None,
+        source=CONFIGURED,
+        profile=profile,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Staleness:
+    stale: bool | None
+    """None: no measurement, or no known limit to compare it with."""
+    text: str
+    """The verdict with the figures it follows from; empty without a measurement."""
+
+
+def staleness(age_seconds: float | None, notes: Iterable[str], terms: TrafficTerms) -> Staleness:
+    """Whether the traffic a cycle used was stale: the extender's own verdict when it recorded one (it refused the
+    snapshot), else the age against the profile's ``maxStalenessSeconds``; not known without that limit."""
+    if age_seconds is None:
+        return Staleness(None, "")
+    measured = f"Traffic was measured {age_seconds:.0f} s before the decision"
+    limit = terms.max_staleness_seconds
+    if any(STALE_REASON in note.split("; ") for note in notes):
+        return Staleness(
+            True,
+            f"{measured}, older than maxStalenessSeconds ({terms.limit_text}):"
+            f" the extender scored without it ({STALE_REASON}).",
+        )
+    if limit is None:
+        return Staleness(
+            None, f"{measured}; whether that was stale is not known: maxStalenessSeconds {terms.limit_text}."
+        )
+    if age_seconds > limit:
+        return Staleness(True, f"{measured}, older than maxStalenessSeconds ({terms.limit_text}).")
+    return Staleness(False, f"{measured}, within maxStalenessSeconds ({terms.limit_text}).")
