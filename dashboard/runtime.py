@@ -15,13 +15,14 @@ import functools
 import os
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from dashboard.bind_intents import IntentReconciler, SpoolBindJournal
 from dashboard.spool import Spool
-from dashboard.traffic.view import build_inputs
+from dashboard.traffic.view import LocalInputs, build_inputs
 from scheduler_core.binding import Binder, SimulatedBinder, UnconfiguredBinder
 from scheduler_core.cluster import ClusterView, FileCluster, StaticCluster
 from scheduler_core.profiles import Profile, load_profiles
@@ -29,6 +30,9 @@ from scheduler_core.traffic import TrafficQuery, TrafficSource
 from scheduler_core.traffic.store import BackgroundRefresher, TrafficStore
 from scheduler_core.traffic.synthetic import SyntheticTrafficSource
 from scheduler_core.verbs import Extender
+
+if TYPE_CHECKING:
+    from scheduler_core.placement_watch import PlacementWatcher
 
 
 def configured_profiles() -> dict[str, Profile]:
@@ -111,12 +115,39 @@ class Runtime:
         queries = {q for p in self.profiles.values() for q in p.traffic_queries()}
         if settings.SCHEDLENS_TRAFFIC_BACKEND == "redis":
             queries = set()  # the workers refresh; this process only reads
+        self.bind_watch = self._bind_watch()
         self.refresher = BackgroundRefresher(
             self.traffic, self._source_for, queries, interval=settings.SCHEDLENS_TRAFFIC_REFRESH_SECONDS
         )
         self._sources: dict[str, TrafficSource] = {}
         names = getattr(self.cluster, "node_names", None)
         self._synthetic = SyntheticTrafficSource(names if callable(names) else list)
+
+    def _bind_watch(self) -> PlacementWatcher | None:
+        """In-process mode against a cluster: this process's own watch of the pods bound, for the herd estimate.
+
+        The binds the verbs count live in this process's memory, which the placement watcher (a process of its own)
+        cannot reach; so each web process follows the pods of our scheduler names itself and counts kube-scheduler's
+        binds, and its sibling workers' binds, as they appear. In redis mode the placement watcher appends them to the
+        shared bind log instead (``dashboard.placements.herd``)."""
+        from scheduler_core.kube_cache import KubernetesCluster
+        from scheduler_core.placement_watch import HerdSink, PlacementWatcher
+
+        if not isinstance(self.inputs, LocalInputs) or not isinstance(self.cluster, KubernetesCluster):
+            return None
+        from scheduler_core.kube_api import load_api_client
+
+        client = load_api_client()
+        if client is None:
+            return None
+        binds = self.inputs.binds
+        return PlacementWatcher.from_api_client(
+            client,
+            scheduler_names=settings.SCHEDLENS_SCHEDULER_NAMES,
+            sink=HerdSink(binds.record_bind, horizon_seconds=binds.horizon_seconds),
+            failures=False,
+            watch_timeout_seconds=settings.SCHEDLENS_WATCH_TIMEOUT_SECONDS,
+        )
 
     def _source_for(self, query: TrafficQuery) -> TrafficSource:
         url = query.address or settings.PROMETHEUS_URL
@@ -134,6 +165,8 @@ class Runtime:
         self.refresher.refresh_once()
         self.refresher.start()
         self.reconciler.start()
+        if self.bind_watch is not None:
+            self.bind_watch.start()
 
 
 _lock = threading.Lock()

@@ -11,6 +11,9 @@ node won. This watcher turns the API's view into :class:`Observation` values, pl
 
 Every observation carries a ``key`` that is the same however often it is seen (relists, restarts), so the
 sink can record it idempotently.
+
+:class:`HerdSink` turns the ``bound`` ones into the herd estimate's binds (``scheduler_core.herd``): kube-scheduler's
+own binds never reach the ``bind`` verb, so without it a burst would all see the same quiet node.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from scheduler_core.kube_watch import (
     DEFAULT_WATCH_TIMEOUT_SECONDS,
@@ -32,7 +35,7 @@ from scheduler_core.kube_watch import (
     pods_resource,
 )
 
-__all__ = ["Observation", "PlacementWatcher"]
+__all__ = ["BindRecorder", "HerdSink", "Observation", "PlacementWatcher", "Sink", "fan_out"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +63,43 @@ class Observation:
 
 
 Sink = Callable[[Observation], None]
+
+
+def fan_out(*sinks: Sink) -> Sink:
+    """One sink handing each observation to every one of ``sinks``, in order."""
+
+    def deliver(observation: Observation) -> None:
+        for sink in sinks:
+            sink(observation)
+
+    return deliver
+
+
+class BindRecorder(Protocol):
+    def __call__(self, *, node: str, pod: str, at: float) -> None: ...
+
+
+class HerdSink:
+    """Counts each pod seen bound as one bind for the herd estimate (``record``: a bind log's ``record_bind``).
+
+    Keyed by the pod's UID, as the ``bind`` verb keys its own binds: the log counts a pod once, so a pod schedlens
+    bound itself and the watcher then sees bound is not counted twice, nor is a pod seen again by a relist. The
+    bind's time is the API's (``PodScheduled``): a (re)list finds pods bound long ago, and those past ``horizon``
+    are no longer news for the estimate, so they are not recorded at all. Never raises: it runs in a watch thread.
+    """
+
+    def __init__(self, record: BindRecorder, *, horizon_seconds: float, clock: Callable[[], float] = time.time) -> None:
+        self._record = record
+        self._horizon = horizon_seconds
+        self._clock = clock
+
+    def __call__(self, observation: Observation) -> None:
+        if observation.kind != "bound" or self._clock() - observation.occurred_at > self._horizon:
+            return
+        try:
+            self._record(node=observation.node, pod=observation.pod_uid, at=observation.occurred_at)
+        except Exception:
+            logger.warning("could not count the bind of %s for the herd estimate", observation.pod_uid, exc_info=True)
 
 
 def parse_time(value: object) -> float | None:
@@ -224,13 +264,14 @@ class _SchedulingEvents:
 
 class PlacementWatcher:
     """One pods watch per scheduler name (``spec.schedulerName=`` field selector) and one FailedScheduling
-    events watch (``reason=FailedScheduling``), each in its own thread, all feeding ``sink``."""
+    events watch (``reason=FailedScheduling``; none when ``events`` is None: binds only), each in its own thread,
+    all feeding ``sink``."""
 
     def __init__(
         self,
         *,
         pods: Sequence[tuple[str, Resource]],
-        events: Resource,
+        events: Resource | None,
         scheduler_names: Sequence[str],
         sink: Sink,
         watch_timeout_seconds: int = DEFAULT_WATCH_TIMEOUT_SECONDS,
@@ -247,20 +288,24 @@ class PlacementWatcher:
             ListWatcher(resource, handler, watch_timeout_seconds=watch_timeout_seconds, backoff=backoff(), wait=wait)
             for (_, resource), handler in zip(pods, self._pods, strict=True)
         ]
-        self._events = ListWatcher(
-            events,
-            _SchedulingEvents(scheduler_names, self.follows, guarded, clock),
-            watch_timeout_seconds=watch_timeout_seconds,
-            backoff=backoff(),
-            wait=wait,
-        )
+        if events is not None:
+            self._watchers.append(
+                ListWatcher(
+                    events,
+                    _SchedulingEvents(scheduler_names, self.follows, guarded, clock),
+                    watch_timeout_seconds=watch_timeout_seconds,
+                    backoff=backoff(),
+                    wait=wait,
+                )
+            )
 
     @classmethod
     def from_api_client(
-        cls, api_client: Any, *, scheduler_names: Sequence[str], sink: Sink, **options: Any
+        cls, api_client: Any, *, scheduler_names: Sequence[str], sink: Sink, failures: bool = True, **options: Any
     ) -> PlacementWatcher:
+        """``failures=False``: the pods only (where they were bound), without the FailedScheduling events."""
         pods = [(n, pods_resource(api_client, field_selector=f"spec.schedulerName={n}")) for n in scheduler_names]
-        events = events_resource(api_client, field_selector=f"reason={FAILED_SCHEDULING}")
+        events = events_resource(api_client, field_selector=f"reason={FAILED_SCHEDULING}") if failures else None
         return cls(pods=pods, events=events, scheduler_names=scheduler_names, sink=sink, **options)
 
     def _serialized(self, sink: Sink) -> Sink:
@@ -277,25 +322,25 @@ class PlacementWatcher:
     def start(self) -> PlacementWatcher:
         # kube-scheduler always names itself as the reporter; only a reporter-less event depends on the pod
         # watches, and one listed before they synced is skipped (it is the rare case, not worth a start-up wait).
-        for watcher in [*self._watchers, self._events]:
+        for watcher in self._watchers:
             watcher.start()
         return self
 
     def stop(self) -> None:
-        for watcher in [*self._watchers, self._events]:
+        for watcher in self._watchers:
             watcher.stop()
 
     @property
     def synced(self) -> bool:
-        return all(w.synced for w in [*self._watchers, self._events])
+        return all(w.synced for w in self._watchers)
 
     def wait_synced(self, timeout: float | None = None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
-        for watcher in [*self._watchers, self._events]:
+        for watcher in self._watchers:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             if not watcher.wait_synced(remaining):
                 return False
         return True
 
     def status(self) -> list[dict[str, Any]]:
-        return [asdict(w.status()) for w in [*self._watchers, self._events]]
+        return [asdict(w.status()) for w in self._watchers]

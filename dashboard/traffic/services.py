@@ -150,7 +150,8 @@ def traffic_refreshes_prune(*, now: float | None = None) -> PruneResult:
 
 
 def herd_record_bind(*, node: str, pod: str, at: float | None = None) -> None:
-    """Count a bind kube-scheduler made itself (the placement watcher); idempotent per pod.
+    """Count a bind kube-scheduler made itself (the placement watcher's ``dashboard.placements.herd``); idempotent
+    per pod.
 
     The ``bind`` verb records its own binds on the verb path; recording the same pod again changes nothing.
     Raises ``redis.RedisError`` when Redis is unreachable, so a caller with a queue can retry.

@@ -1,7 +1,8 @@
 """``manage.py watch_placements``: record where pods of our scheduler names were bound, and why not.
 
 Runs as its own process (one replica is enough: observations are idempotent, so two overlapping during a
-rollout do no harm). Needs get/list/watch on pods and events.
+rollout do no harm). Needs get/list/watch on pods and events. In redis mode it also counts the binds it sees in the
+herd estimate the verbs read (``dashboard.placements.herd``; a pod counts once however often it is seen).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from dashboard.placements.herd import HerdFeed, watcher_sink
 from dashboard.placements.pump import PlacementPump
 from scheduler_core.kube_api import KubeConfigError, load_api_client
 from scheduler_core.placement_watch import PlacementWatcher
@@ -50,13 +52,17 @@ class Command(BaseCommand):
             raise CommandError("no Kubernetes configuration found (not in a cluster, no KUBECONFIG, no ~/.kube/config)")
 
         pump = PlacementPump(reconcile_interval=options["reconcile_interval"])
+        # A backfill finds binds made while nothing watched: the herd estimate has no use for them.
+        herd = None if options["once"] else HerdFeed.from_settings()
         watcher = PlacementWatcher.from_api_client(
             api_client,
             scheduler_names=names,
-            sink=pump.put,
+            sink=watcher_sink(pump, herd),
             watch_timeout_seconds=settings.SCHEDLENS_WATCH_TIMEOUT_SECONDS,
         )
         self.stdout.write(f"watching pods of {', '.join(names)} and their FailedScheduling events")
+        if herd is not None:
+            herd.start()
         watcher.start()
         try:
             if options["once"]:
@@ -71,3 +77,5 @@ class Command(BaseCommand):
             pump.run(stop)
         finally:
             watcher.stop()
+            if herd is not None:
+                herd.stop()
