@@ -40,6 +40,12 @@ class PlacementObservation(models.Model):
     )
     occurred_at = models.DateTimeField(help_text="When it happened according to the API (else when it was seen).")
     observed_at = models.DateTimeField(help_text="When the watcher recorded it.")
+    explained_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="A binding: when its cycle's Explained Event was settled (queued by the watcher or the ingester, or "
+        "left to the cycle's bind call); claimed once, by whichever of the two completes the cycle last.",
+    )
 
     class Meta:
         ordering = ["-occurred_at", "-id"]

@@ -4,9 +4,10 @@ Matching: the newest cycle of the pod's UID that started before the observation 
 one-second API timestamps and clocks of different machines), within ``MATCH_WINDOW``.
 
 The watcher may see a binding before the verbs' records of that cycle reach the database (they travel through
-each replica's spool), and the ingester re-derives a cycle's columns from its calls whenever a late call
-arrives. So :func:`placements_reconcile` runs periodically: it links observations that found no cycle yet and
-re-applies recent ones, which makes the outcome converge whatever the order of arrival.
+each replica's spool). So :func:`placements_reconcile` runs periodically: it links observations that found no cycle
+yet and re-applies recent ones, which makes the outcome converge whatever the order of arrival. A late call the
+ingester folds into a concluded cycle keeps its node, and the Explained Event is written by whichever of the two
+completes the cycle last (``dashboard.services.observed_binds``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dashboard.models import Outcome, SchedulingCycle
 from dashboard.placements.models import ObservationKind, PlacementObservation
 from dashboard.services.cycles import lock_pods
 from dashboard.services.node_tallies import tally_placement
+from dashboard.services.observed_binds import claim_explanation
 
 log = logging.getLogger(__name__)
 
@@ -117,14 +119,19 @@ def _apply(observation: PlacementObservation) -> int:
     cycles = SchedulingCycle.objects.filter(pk=observation.cycle_id)
     if observation.kind == ObservationKind.BOUND:
         with transaction.atomic():
-            # The ingester's lock on the pod: a late call it folds into the cycle re-derives the same columns, and
-            # the per-node placements must follow whichever writes last.
+            # The ingester's lock on the pod: a late call it folds into the cycle keeps the node observed
+            # (``observed_binds.keep_observed``), and the per-node placements follow whichever writes last.
             lock_pods([observation.pod_uid])
             # Only a cycle that names no node yet: when schedlens bound the pod itself its record already says where.
             concluded = cycles.filter(chosen_node="").update(chosen_node=observation.node, outcome=Outcome.BOUND)
             if concluded:
                 tally_placement(observation.node)
-        if concluded and observation.cycle_id is not None:
+            # The Event once the cycle's calls are in: now if they are, else by the ingester when the last arrives.
+            explain = False
+            if observation.explained_at is None:
+                cycle = cycles.only("filter_ms", "prioritize_ms", "feasible_count", "bind_ms").first()
+                explain = cycle is not None and claim_explanation(observation, cycle)
+        if explain and observation.cycle_id is not None:
             _explain(observation.cycle_id)
         return concluded
     if observation.kind == ObservationKind.FAILED_SCHEDULING:
@@ -134,7 +141,8 @@ def _apply(observation: PlacementObservation) -> int:
 
 
 def _explain(cycle_id: int) -> None:
-    """Queue the pod's Explained Event (``dashboard.pod_events``): once, when the observation concludes the cycle."""
+    """Queue the pod's Explained Event (``dashboard.pod_events``): once, by whichever of the watcher and the ingester
+    completed the cycle last (``dashboard.services.observed_binds``)."""
     from dashboard import pod_events
 
     try:

@@ -10,7 +10,7 @@ from events (:func:`cycles_ingest_events`). A batch goes through :func:`ingest_c
 already stored, fold the rest into cycles, number the new cycles, write cycles and shared parts, seal each call's
 row into the audit chain and write the rows (``dashboard.services.record_writes``: the only step that differs by
 database), update the cycles joined, add node postings and node counts; after the commit, queue the Explained Events
-of the binds.
+of the binds, and of the binds the placement watcher observed whose cycle the batch completed.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from dashboard.services.batch_tallies import BatchTallies
 from dashboard.services.cycle_summary import SUMMARY_FIELDS, candidates, summarize
 from dashboard.services.new_calls import EXPLAINED_VERBS, NewCall, Summary, build_call, record_of, when
 from dashboard.services.node_tallies import placed_node
+from dashboard.services.observed_binds import claim_explanation, keep_observed, observed_binds
 from dashboard.services.record_writes import (
     call_row,
     insert_calls,
@@ -276,6 +277,7 @@ def ingest_calls(calls: Sequence[NewCall]) -> int:
         if not fresh:
             return 0
         fold = _fold(fresh, postgres=postgres)
+        observed = _observed(fold)
         postings = _number_cycles(fold) if postgres else []
         insert_cycles(fold.new_cycles)  # before the calls that point at them
         shared_parts_upsert([call for call in fresh if call.shared_part is not None])
@@ -288,7 +290,7 @@ def ingest_calls(calls: Sequence[NewCall]) -> int:
             postings_add(postings)
         chain.count(tallies.counts())
         chain.close()
-    _explain_binds(fold.batch, fold.joined)
+    _explain_binds(fold.batch, _explained(fold, observed))
     return len(fold.joined)
 
 
@@ -343,6 +345,46 @@ def _fold(fresh: Sequence[NewCall], *, postgres: bool) -> _Fold:
     return fold
 
 
+@dataclass
+class _Observed:
+    """A batch's stored cycles whose bind the placement watcher observed, and the Events that fall to this batch."""
+
+    earlier: set[int] = field(default_factory=set)
+    """Cycles whose Event was settled before this batch (the watcher explained them)."""
+    claimed: list[SchedulingCycle] = field(default_factory=list)
+    """Cycles this batch completed: their Event is this batch's to write."""
+
+
+def _observed(fold: _Fold) -> _Observed:
+    """Cycles the watcher concluded keep their node, and the Event of those this batch completes is claimed
+    (``dashboard.services.observed_binds``); under the pods' locks, before the cycles and node counts are written."""
+    observed = _Observed()
+    for pk, observation in observed_binds(fold.touched.values()).items():
+        cycle = fold.touched[pk]
+        keep_observed(cycle, observation)
+        if observation.explained_at is not None:
+            observed.earlier.add(pk)
+        elif claim_explanation(observation, cycle):
+            observed.claimed.append(cycle)
+    return observed
+
+
+def _explained(fold: _Fold, observed: _Observed) -> list[SchedulingCycle]:
+    """The cycles whose Explained Event this batch writes: each successful bind just folded (unless the watcher
+    explained its cycle already), then each observed bind this batch completed."""
+    bound = [
+        cycle
+        for cycle, call in fold.joined
+        if (new := call.new) is not None
+        and new.verb == "bind"
+        and not new.error
+        and new.http_status == 200
+        and cycle.chosen_node
+        and cycle.pk not in observed.earlier
+    ]
+    return [*bound, *observed.claimed]
+
+
 def _number_cycles(fold: _Fold) -> list[tuple[int, Sequence[str]]]:
     """PostgreSQL: ids and candidate slots before the INSERT, so that calls and postings can point at them. Returns
     the postings to add: (slot, candidates) of each cycle that got a slot."""
@@ -382,22 +424,19 @@ def _sealed_rows(fold: _Fold, chain: ChainAppender) -> tuple[list[dict[str, Any]
     return rows, tallies
 
 
-def _explain_binds(batch: _Batch, joined: Sequence[tuple[SchedulingCycle, _Call]]) -> None:
-    """After the commit: queue an Explained Event (``dashboard.pod_events``) for each successful bind just folded.
+def _explain_binds(batch: _Batch, cycles: Sequence[SchedulingCycle]) -> None:
+    """After the commit: queue an Explained Event (``dashboard.pod_events``) for each of ``cycles`` (``_explained``).
 
     Here the cycle's filter and prioritize calls are together, whichever replica answered them, and its id is known.
     Only the records are decoded here; the explanation and the API call happen in the emitter's thread. Simulated
     binds (demo mode) get none."""
-    if not settings.SCHEDLENS_POD_EVENTS:
+    if not settings.SCHEDLENS_POD_EVENTS or not cycles:
         return
     from dashboard import pod_events
 
     if pod_events.emitter().unavailable:  # no cluster configured: skip decoding records for nothing
         return
-    for cycle, call in joined:
-        new = call.new
-        if new is None or new.verb != "bind" or new.error or new.http_status != 200 or not cycle.chosen_node:
-            continue
+    for cycle in cycles:
         try:
             calls = batch.calls_of(cycle)
             siblings = [
