@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import pytest
 from playwright.sync_api import expect
 
+from dashboard import runtime as runtime_module
 from dashboard.models import SchedulingCycle
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.herd import InMemoryBindLog
@@ -19,9 +21,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def recorder(settings, tmp_path) -> Recorder:
+def recorder(settings, tmp_path, monkeypatch) -> Iterator[Recorder]:
     use_demo_profiles(settings, tmp_path / "spool")
-    return Recorder()
+    web = runtime_module.Runtime()  # what dashboard/wsgi.py builds in every web process (not started: no threads)
+    monkeypatch.setattr(runtime_module, "_runtime", web)
+    yield Recorder()
+    web.spool.close()
 
 
 def test_an_operator_follows_a_pod_from_the_history_to_a_what_if(
