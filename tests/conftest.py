@@ -7,7 +7,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -25,7 +25,19 @@ CAPTURES = SHARED / "fixtures" / "kube-scheduler-v1.28.7"
 EXAMPLES = SHARED / "fixtures" / "extender-examples"
 # A `make run` or `make serve` of the checkout names its state directory in var/current, which manage.py follows
 # (dashboard.server_env): the tests' commands and scripts use a root of their own, never the developer's servers.
-os.environ["SCHEDLENS_VAR_ROOT"] = tempfile.mkdtemp(prefix="schedlens-tests-var-")
+TESTS_VAR_ROOT = Path(tempfile.mkdtemp(prefix="schedlens-tests-var-"))
+os.environ["SCHEDLENS_VAR_ROOT"] = str(TESTS_VAR_ROOT)
+
+
+@pytest.fixture(autouse=True)
+def _no_server_env_shared_between_tests() -> Iterator[None]:
+    """A test that starts ``make run`` or ``make serve`` gives it a root of its own: one left in the shared root
+    would fill the variables of every later test's ``manage.py``."""
+    yield
+    pointer = TESTS_VAR_ROOT / "current"
+    if pointer.exists():
+        pointer.unlink()
+        pytest.fail("a script wrote var/current in the tests' shared root: give it SCHEDLENS_VAR_ROOT=tmp_path")
 
 
 EXIT_DEADLINE_SECONDS = 300

@@ -30,6 +30,7 @@ def test_make_run_fills_the_history_through_the_operators_own_profiles_and_keeps
         "SCHEDLENS_SPOOL_DIR": str(tmp_path / "spool"),
         "SCHEDLENS_CLUSTER_FILE": str(tmp_path / "cluster.json"),
         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prom"),
+        "SCHEDLENS_VAR_ROOT": str(tmp_path / "var"),  # its own state directories and var/current
         "VENV": str(REPO / ".venv"),
     }
     process = start_script("run-demo.sh", env)

@@ -41,6 +41,7 @@ def serve_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         "SCHEDLENS_SPOOL_DIR": str(tmp_path / "spool"),
         "SCHEDLENS_CONFIG": "",
         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prom"),
+        "SCHEDLENS_VAR_ROOT": str(tmp_path / "var"),  # its own state directories and var/current
         "VENV": str(Path(sys.prefix)),
         **extra,
     }
