@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import http.client
 import random
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -369,7 +368,3 @@ def _progress(out: TextIO, done: int, total: int, elapsed: float) -> None:
     rate = done / elapsed if elapsed > 0 else 0.0
     out.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} pods  {rate:.0f} pods/s")
     out.flush()
-
-
-def default_progress_stream() -> TextIO | None:
-    return sys.stderr if sys.stderr.isatty() else None

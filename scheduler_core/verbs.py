@@ -45,10 +45,6 @@ log = logging.getLogger(__name__)
 _name = attrgetter("name")
 
 
-class UnknownProfileError(LookupError):
-    pass
-
-
 class CycleInputs(Protocol):
     """Where a verb call's traffic and recent binds come from (e.g. Redis snapshots shared by replicas).
 

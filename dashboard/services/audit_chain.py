@@ -192,20 +192,6 @@ class ChainAppender:
         grows with the ids whichever ingester appends (a day of calls is one stretch of the chain)."""
         self._tallies: dict[str, NodeCounts] = {}
 
-    def append(self, call: VerbCall) -> VerbCall:
-        self.seal(call)
-        call.recorded_at = self.recorded_at
-        call.save(force_insert=True)
-        return call
-
-    def seal(self, call: VerbCall) -> VerbCall:
-        """Link ``call`` to the chain without saving it: the caller inserts the sealed calls in sealing order."""
-        values = {name: getattr(call, name) for name in CALL_COLUMNS}
-        call.chain_hash = chain_link(self.head, call_content(values))
-        self.head = call.chain_hash
-        tally_call(self._tallies, values)
-        return call
-
     def link(self, content: bytes) -> str:
         """Link the next call (its ``call_content``) to the chain; the caller counts it (:meth:`count`)."""
         self.head = chain_link(self.head, content)

@@ -31,13 +31,6 @@ CAVEATS: tuple[str, ...] = (
 """What a replay cannot know, stated in every report."""
 
 
-class Basis(msgspec.Struct, frozen=True, gc=False):
-    """A figure with what it follows from."""
-
-    value: float | int | None
-    basis: str
-
-
 class Count(msgspec.Struct, gc=False):
     """``k`` of ``n``: how many of the counted cycles (or nodes) had the property."""
 
