@@ -3,8 +3,13 @@ run_replays`` runs what is queued; the claim never hands one replay to two runne
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import os
+import signal
+import subprocess
+import sys
 from datetime import timedelta
 
 import pytest
@@ -15,6 +20,7 @@ from django.utils import timezone
 from dashboard.replays.models import HistoryReplay, ReplayStatus
 from dashboard.replays.services import history_replay_claim, history_replay_run, history_replay_start
 from dashboard.runtime import configured_profiles
+from tests.conftest import REPO
 
 pytestmark = pytest.mark.django_db
 
@@ -106,3 +112,32 @@ def test_replays_of_one_name_under_two_profile_files_are_told_apart_by_version(r
         assert f"configured, version {version}" in listed
     first = admin_client.get(f"/replays/{HistoryReplay.objects.order_by('id').first().pk}/").content.decode()
     assert f"default, version {versions[0]} (configured in {demo_file})" in first
+
+
+@pytest.mark.parametrize("first", [signal.SIGINT, signal.SIGTERM])
+def test_run_replays_stops_on_a_burst_of_signals(tmp_path, first):
+    """Ctrl-C on ``make run`` reaches the whole process group, then its trap sends SIGTERM: the runner gets two
+    signals (or more) and must stop on them, not hang."""
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "SCHEDLENS_VAR_ROOT": str(tmp_path)}
+    migrated = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v0"], cwd=REPO, env=env, capture_output=True, timeout=120
+    )
+    assert migrated.returncode == 0, migrated.stderr
+    runner = subprocess.Popen(
+        [sys.executable, "manage.py", "run_replays", "--interval", "60"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            runner.wait(timeout=2)  # started, and waiting for a queued replay
+        runner.send_signal(first)
+        with contextlib.suppress(ProcessLookupError):  # the runner may be gone before the burst ends
+            for _ in range(3000):
+                os.kill(runner.pid, signal.SIGTERM)
+        assert runner.wait(timeout=30) == 0
+    finally:
+        runner.kill()
+        runner.wait()

@@ -7,8 +7,9 @@ these never take the same one), run it, look again every ``--interval`` seconds.
 
 from __future__ import annotations
 
+import select
 import signal
-import threading
+import socket
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -25,11 +26,9 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true", help="run what is queued now, then exit")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        stop = threading.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
+        stop = _Stop()
         once = options["once"]
-        while not stop.is_set():
+        while not stop.requested:
             if not once:
                 close_old_connections()  # between replays of a long-lived loop (Django's per-request hygiene)
             try:
@@ -38,12 +37,12 @@ class Command(BaseCommand):
                 if once:
                     raise CommandError(f"cannot claim a replay: {exc}") from None
                 self.stderr.write(f"run_replays: cannot claim a replay: {exc}")
-                stop.wait(max(options["interval"], 5.0))
+                stop.pause(max(options["interval"], 5.0))
                 continue
             if replay_id is None:
                 if once:
                     return
-                stop.wait(options["interval"])
+                stop.pause(options["interval"])
                 continue
             self.stdout.write(f"run_replays: replay {replay_id} started")
             try:
@@ -52,3 +51,29 @@ class Command(BaseCommand):
                 self.stderr.write(f"run_replays: replay {replay_id} failed: {exc}")
                 continue
             self.stdout.write(f"run_replays: replay {replay_id} {replay.status}")
+
+
+class _Stop:
+    """SIGINT and SIGTERM ask the loop to stop; its pauses end at once.
+
+    The handler only sets a flag, and the pause wakes on the byte Python writes to the wakeup socket for any signal.
+    A ``threading.Event.set()`` in the handler deadlocked: Ctrl-C on ``make run`` reaches the whole process group and
+    its trap then sends SIGTERM, so a second signal could interrupt the first handler inside the Event's
+    non-reentrant lock."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._wakeup, writer = socket.socketpair()
+        self._writer = writer  # kept open for the process's life: the signal machinery writes to it
+        for end in (self._wakeup, writer):
+            end.setblocking(False)
+        signal.set_wakeup_fd(writer.fileno())
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._request)
+
+    def _request(self, signum: int, frame: object) -> None:
+        self.requested = True
+
+    def pause(self, seconds: float) -> None:
+        if not self.requested:
+            select.select([self._wakeup], [], [], seconds)
