@@ -36,9 +36,9 @@ fi
 "$PY" manage.py collectstatic --noinput -v0
 
 url="http://$ADVERTISE_ADDRESS:$PORT"
-for mode in nodecache fullnodes; do
-  sed "s#http://schedlens.schedlens-system.svc:8000#$url#" "deploy/scheduler-config-$mode.yaml" >"var/scheduler-config-$mode.yaml"
-done
+# The kube-scheduler configurations with this URL, each working as written where it runs
+# (scheduler_core/scheduler_config.py); the command that starts one beside this server.
+start_scheduler=$("$PY" -m scheduler_core.scheduler_config --url "$url" --out-dir "$SCHEDLENS_VAR_DIR")
 
 pids=()
 stop() {
@@ -68,9 +68,11 @@ profiles=$("$PY" manage.py simulate --list-profiles | paste -sd' ')
 cat <<EOF
 
 schedlens is serving the cluster of your Kubernetes configuration on $url (profiles: $profiles)
-  kube-scheduler configuration (NodeNames, recommended): var/scheduler-config-nodecache.yaml
-  kube-scheduler configuration (full Node objects):      var/scheduler-config-fullnodes.yaml
-  both call urlPrefix $url/extender/default (another profile: /extender/<profile>)
+  start kube-scheduler beside it: $start_scheduler
+    (full Node objects instead of names: $SCHEDLENS_VAR_DIR/scheduler-config-fullnodes.yaml)
+  the second scheduler inside the cluster (deploy/kubernetes/kube-scheduler.yaml) takes
+    $SCHEDLENS_VAR_DIR/scheduler-config-in-cluster.yaml
+  each calls urlPrefix $url/extender/default (another profile: /extender/<profile>)
   dashboard: $url/   (python manage.py createsuperuser)
   a step-by-step on a local kind cluster: docs/try-it-on-kind.md
 Ctrl-C stops it.

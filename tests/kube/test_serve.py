@@ -14,9 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import REPO
 from tests.fake_kube_api import FakeKubeAPI, write_kubeconfig
+from tests.kube.scheduler_standin import schedule
 from tests.live_server import free_port, read_until, start_script
 
 SERVING_WITHIN_SECONDS = 120.0
@@ -47,34 +49,39 @@ def serve_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     }
 
 
-def post(url: str, body: dict[str, object]) -> dict[str, object]:
-    request = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read())  # type: ignore[no-any-return]
-
-
 def test_make_serve_binds_for_real_and_ctrl_c_stops_every_process(api: FakeKubeAPI, tmp_path: Path) -> None:
-    env = serve_env(tmp_path, KUBECONFIG=str(write_kubeconfig(api, tmp_path / "kubeconfig")))
+    kubeconfig = write_kubeconfig(api, tmp_path / "kubeconfig")
+    env = serve_env(tmp_path, KUBECONFIG=str(kubeconfig))
     url = f"http://127.0.0.1:{env['PORT']}"
     process = start_script("serve.sh", env)
     try:
         output = read_until(process, "Ctrl-C stops it.", time.monotonic() + SERVING_WITHIN_SECONDS)
         assert f"Kubernetes API server: {api.url}" in output
-        assert f"both call urlPrefix {url}/extender/default" in output
-        config = (REPO / "var" / "scheduler-config-nodecache.yaml").read_text(encoding="utf-8")
-        assert f'urlPrefix: "{url}/extender/default"' in config
+        written = tmp_path / "var" / "cluster" / "scheduler-config-nodecache.yaml"
+        assert f"start kube-scheduler beside it: kube-scheduler --config {written}" in output
+        assert f"each calls urlPrefix {url}/extender/default" in output
         with urllib.request.urlopen(f"{url}/readyz", timeout=5) as response:
             ready = json.loads(response.read())
         assert (ready["cluster"]["synced"], ready["cluster"]["nodes"]["count"]) == (True, 3), "the watching node cache"
 
-        answer = post(
-            f"{url}/extender/default/bind",
-            {"PodName": "web-1", "PodNamespace": "shop", "PodUID": "uid-1", "Node": "node-2"},
+        # The written configuration, read as kube-scheduler reads it, sends a plain pod (no extended resource) to
+        # schedlens, which records it and binds it for real.
+        config = yaml.safe_load(written.read_text(encoding="utf-8"))
+        assert config["clientConnection"]["kubeconfig"] == str(kubeconfig.resolve())
+        assert config["leaderElection"] == {"leaderElect": False}, "one scheduler started by hand: no lease to hold"
+        pod = api.pods[("shop", "web-1")]
+        assert "resources" not in pod["spec"]["containers"][0]
+        outcome = schedule(config, pod, ["node-1", "node-2", "node-3"], bind=lambda node: None)
+        assert [call.rsplit("/", 1)[1] for call in outcome.calls] == ["filter", "prioritize", "bind"]
+        assert outcome.bound_by == "extender"
+        assert api.pods[("shop", "web-1")]["spec"]["nodeName"] == outcome.node, "a real Binding reached the API"
+        recorded = (
+            "from dashboard.models import VerbCall\nprint(sorted(VerbCall.objects.values_list('verb', flat=True)))"
         )
-        assert answer == {"Error": ""}
-        assert api.pods[("shop", "web-1")]["spec"]["nodeName"] == "node-2", "a real Binding reached the API server"
+        deadline = time.monotonic() + 30
+        while (verbs := django_says(env, recorded)) != "['bind', 'filter', 'prioritize']":
+            assert time.monotonic() < deadline, verbs
+            time.sleep(0.2)  # the ingester, a thread of the web server, stores the records soon after
         assert api.list_requests("pods"), "the placement watcher lists the pods of its scheduler"
     finally:
         os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in the terminal: the whole foreground group
@@ -82,6 +89,19 @@ def test_make_serve_binds_for_real_and_ctrl_c_stops_every_process(api: FakeKubeA
     assert status == 130
     with pytest.raises(urllib.error.URLError, match="Connection refused"):
         urllib.request.urlopen(f"{url}/healthz", timeout=2)  # every process stopped, the server too
+
+
+def django_says(env: dict[str, str], code: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "--no-imports", "-c", code],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
 
 
 def test_make_serve_says_plainly_when_there_is_no_kubernetes_configuration(tmp_path: Path) -> None:
