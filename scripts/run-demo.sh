@@ -8,6 +8,11 @@ PY="$VENV/bin/python"
 PORT=${PORT:-8000}
 DEMO_NODES=${DEMO_NODES:-40}
 DEMO_PODS=${DEMO_PODS:-150}
+# Another server on this port would answer the readiness wait below in this one's place: say so and stop.
+if ! "$PY" -c "import socket, sys; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('${HOST:-127.0.0.1}', int(sys.argv[1])))" "$PORT" 2>/dev/null; then
+  echo "port $PORT is already in use (another schedlens still running?): stop it, or choose another PORT" >&2
+  exit 1
+fi
 
 # The demo's state (database, spool, demo cluster) lives in var/demo/, apart from what `make serve` keeps for a real
 # cluster (var/cluster/): nothing of the demo follows an operator there.

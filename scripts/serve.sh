@@ -13,6 +13,11 @@ PORT=${PORT:-8000}
 ADVERTISE_ADDRESS=${ADVERTISE_ADDRESS:-$(hostname -I 2>/dev/null | awk '{print $1}')}
 ADVERTISE_ADDRESS=${ADVERTISE_ADDRESS:-127.0.0.1}
 export HOST=${HOST:-0.0.0.0} PORT
+# Another server on this port would answer the readiness wait below in this one's place: say so and stop.
+if ! "$PY" -c "import socket, sys; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('${HOST:-127.0.0.1}', int(sys.argv[1])))" "$PORT" 2>/dev/null; then
+  echo "port $PORT is already in use (another schedlens still running?): stop it, or choose another PORT" >&2
+  exit 1
+fi
 export SCHEDLENS_BIND_MODE=kubernetes SCHEDLENS_CLUSTER_SOURCE=kubernetes SCHEDLENS_CLUSTER_FILE=
 export DJANGO_ALLOWED_HOSTS=${DJANGO_ALLOWED_HOSTS:-localhost,127.0.0.1,$ADVERTISE_ADDRESS}
 # A served cluster's state (database, spool) lives in var/cluster/, apart from the demo's (var/demo/, `make run`).

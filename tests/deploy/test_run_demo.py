@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import subprocess
 import time
 import urllib.request
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPO
 from tests.live_server import free_port, read_until, start_script
@@ -46,3 +50,24 @@ def test_make_run_fills_the_history_through_the_operators_own_profiles_and_keeps
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
+
+
+@pytest.mark.parametrize("script", ["run-demo.sh", "serve.sh"])
+def test_a_port_already_served_is_named_instead_of_answering_for_another_server(tmp_path: Path, script: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {
+            **os.environ,
+            "PORT": str(port),
+            "HOST": "127.0.0.1",
+            "SCHEDLENS_VAR_ROOT": str(tmp_path / "var"),
+            "VENV": str(REPO / ".venv"),
+        }
+        done = subprocess.run(
+            ["bash", str(REPO / "scripts" / script)], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+        )
+    assert done.returncode == 1
+    assert f"port {port} is already in use" in done.stderr
+    assert not (tmp_path / "var").exists(), "nothing was started or written"

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import signal
-import threading
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections
 
+from dashboard.management.stop_signals import stop_on_signals
 from dashboard.services.call_builders import BrokenProcessPool, start_call_builders
 from dashboard.services.spool_ingest import spool_ingest
 from dashboard.spool import Spool
@@ -34,9 +33,7 @@ class Command(BaseCommand):
             moved = spool_ingest(spool=spool)
             self.stdout.write(f"ingested {moved} records; {spool.depth()} left in the spool")
             return
-        stop = threading.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
+        stop = stop_on_signals()
         processes = max(0, options["preparers"])
         builders = start_call_builders(processes) if processes else None
         try:

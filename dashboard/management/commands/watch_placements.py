@@ -7,13 +7,12 @@ herd estimate the verbs read (``dashboard.placements.herd``; a pod counts once h
 
 from __future__ import annotations
 
-import signal
-import threading
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from dashboard.management.stop_signals import stop_on_signals
 from dashboard.placements.herd import HerdFeed, watcher_sink
 from dashboard.placements.pump import PlacementPump
 from scheduler_core.kube_api import KubeConfigError, load_api_client
@@ -71,9 +70,7 @@ class Command(BaseCommand):
                 pump.drain()
                 self.stdout.write(f"recorded {pump.recorded} observations")
                 return
-            stop = threading.Event()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, lambda *_: stop.set())
+            stop = stop_on_signals()
             pump.run(stop)
         finally:
             watcher.stop()
