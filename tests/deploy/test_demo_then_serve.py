@@ -126,7 +126,7 @@ def test_make_run_then_make_serve_leaves_the_demo_behind(tmp_path: Path) -> None
                 "print(ChainOrigin.objects.get().binds if calls else '', calls)"
             )
             deadline = time.monotonic() + 30
-            while (found := django_says(shell, first)) == " []" and time.monotonic() < deadline:
+            while (found := django_says(shell, first)) == "[]" and time.monotonic() < deadline:
                 time.sleep(0.2)  # the ingester is a thread of the web server: the record reaches the database soon
             assert found == "kubernetes [('bind', 'web-1')]", "the chain starts at the real cluster's first call"
         finally:
