@@ -9,7 +9,9 @@ they only put a job in a bounded queue; one daemon thread per process computes t
 (``scheduler_core.explain.explain_summary``: the explanation's own summary, explaining only the nodes it names) and
 writes the Event through ``scheduler_core.kube_events.KubernetesEventWriter`` with a short timeout. A full queue, a
 refusing or slow API server drops the Event and counts it in ``schedlens_pod_events_dropped_total{reason}``; each
-failure kind is logged once per process, nothing is raised.
+failure kind is logged once per process, nothing is raised. An Event owed (a recorded bind, a claimed observation) is
+always either queued or counted there: no API configured (``unconfigured``), a cycle that names no pod or node
+(``no_pod``, ``no_node``) or is gone (``no_cycle``), an error preparing it (``error``); never skipped silently.
 
 ``SCHEDLENS_POD_EVENTS`` (on unless ``SCHEDLENS_BIND_MODE=simulated``) turns it off.
 """
@@ -37,10 +39,12 @@ REASON = "Explained"
 ACTION = "Scheduling"
 CONTROLLER = "schedlens"
 QUEUE_SIZE = 1000
+UNCONFIGURED = "no Kubernetes configuration: Explained Events on pods are not written"
 
 POD_EVENTS_DROPPED = Counter(
     "schedlens_pod_events_dropped",
-    "Explained Events on pods not written: queue full, API server refusing (HTTP status), timeout, unreachable.",
+    "Explained Events on pods not written: queue full, API server refusing (HTTP status), timeout, unreachable, "
+    "no API configured, a cycle without its pod or node, an error.",
     ["reason"],
 )
 POD_EVENTS_WRITTEN = Counter("schedlens_pod_events_written", "Explained Events written on pods.")
@@ -89,6 +93,7 @@ class PodEventEmitter:
         """``writer``, or ``factory`` called once in the thread to make it (finding the cluster's API is I/O)."""
         self._writer = writer
         self._factory = factory
+        self._unavailable = writer is None and factory is None
         self._queue: queue.Queue[PodEventJob] = queue.Queue(maxsize=queue_size)
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -98,15 +103,17 @@ class PodEventEmitter:
 
     @property
     def unavailable(self) -> bool:
-        """No API to write to (no Kubernetes configuration found): callers may skip preparing jobs."""
-        return self._writer is None and self._factory is None
+        """No API to write to (the factory answered that there is no Kubernetes configuration): callers may skip
+        preparing jobs, and count each skipped one with :meth:`drop` (``"unconfigured"``). False while the factory is
+        still running in the thread: the jobs submitted meanwhile are written once it has answered."""
+        return self._unavailable
 
     def submit(self, job: PodEventJob) -> bool:
         self._ensure_thread()
         try:
             self._queue.put_nowait(job)
         except queue.Full:
-            self._dropped("queue_full", f"the pod event queue is full ({self._queue.maxsize}); dropping Events")
+            self.drop("queue_full", f"the pod event queue is full ({self._queue.maxsize}); dropping Events")
             return False
         return True
 
@@ -138,14 +145,14 @@ class PodEventEmitter:
             try:
                 self._write(job)
             except Exception as exc:  # never let one job end the thread
-                self._dropped("error", f"writing a pod Event failed: {type(exc).__name__}: {exc}")
+                self.drop("error", f"writing a pod Event failed: {type(exc).__name__}: {exc}")
             finally:
                 self._queue.task_done()
 
     def _write(self, job: PodEventJob) -> None:
         writer = self._resolve_writer()
         if writer is None:
-            self._dropped("unconfigured", "no Kubernetes configuration: Explained Events on pods are not written")
+            self.drop("unconfigured", UNCONFIGURED)
             return
         note = job.summary().strip() or "scheduled by schedlens"
         if job.link:
@@ -165,17 +172,21 @@ class PodEventEmitter:
             instance=self.instance,
         )
         if failure:
-            self._dropped(failure, f"the API server did not take an Explained Event ({failure}); dropping it")
+            self.drop(failure, f"the API server did not take an Explained Event ({failure}); dropping it")
         else:
             POD_EVENTS_WRITTEN.inc()
 
     def _resolve_writer(self) -> EventWriter | None:
         if self._writer is None and self._factory is not None:
-            factory, self._factory = self._factory, None
-            self._writer = factory()
+            # Finding the API is I/O and takes a while: until the factory has answered, ``unavailable`` stays False
+            # (callers submit, and their jobs wait here); a factory that raises is tried again with the next job.
+            writer = self._factory()
+            self._writer, self._factory = writer, None
+            self._unavailable = writer is None
         return self._writer
 
-    def _dropped(self, kind: str, message: str) -> None:
+    def drop(self, kind: str, message: str) -> None:
+        """Count an Event not written (``schedlens_pod_events_dropped_total{reason=kind}``); logged once per kind."""
         POD_EVENTS_DROPPED.labels(reason=kind).inc()
         if kind not in self._logged:
             self._logged.add(kind)
@@ -228,8 +239,15 @@ def cycle_link(cycle_id: int | None, pod_uid: str) -> str:
 
 
 def explained_bind(*, cycle: SchedulingCycle, records: dict[str, Any]) -> None:
-    """Queue the Explained Event of a recorded bind (no-op when ``SCHEDLENS_POD_EVENTS`` is off)."""
-    if not settings.SCHEDLENS_POD_EVENTS or not (cycle.pod_namespace and cycle.pod_name and cycle.chosen_node):
+    """Queue the Explained Event of a recorded bind (no-op when ``SCHEDLENS_POD_EVENTS`` is off); one that cannot be
+    written is counted as dropped, with its reason."""
+    if not settings.SCHEDLENS_POD_EVENTS:
+        return
+    if not (cycle.pod_namespace and cycle.pod_name):
+        emitter().drop("no_pod", f"cycle {cycle.pk} names no pod: its Explained Event is not written")
+        return
+    if not cycle.chosen_node:
+        emitter().drop("no_node", f"cycle {cycle.pk} names no node: its Explained Event is not written")
         return
     # The cycle as it is now: the emitter's thread explains it later, while the ingester goes on with its objects.
     chosen_node, error, profile = cycle.chosen_node, cycle.error, cycle.profile
@@ -250,13 +268,18 @@ def explained_bind(*, cycle: SchedulingCycle, records: dict[str, Any]) -> None:
 
 
 def explained_placement(*, cycle_id: int) -> None:
-    """Queue the Explained Event of a cycle kube-scheduler bound itself (seen by ``watch_placements``)."""
-    if not settings.SCHEDLENS_POD_EVENTS or emitter().unavailable:
+    """Queue the Explained Event of a cycle kube-scheduler bound itself (seen by ``watch_placements``), whose Event the
+    caller claimed: queued, or counted as dropped with its reason."""
+    if not settings.SCHEDLENS_POD_EVENTS:
+        return
+    if emitter().unavailable:
+        emitter().drop("unconfigured", UNCONFIGURED)
         return
     from dashboard.selectors import cycles_with_calls
 
     cycle = cycles_with_calls().filter(pk=cycle_id).first()
     if cycle is None:
+        emitter().drop("no_cycle", f"cycle {cycle_id} is gone: its Explained Event is not written")
         return
     records = {call.verb: call.record for call in cycle.calls.all() if call.http_status == 200}
     explained_bind(cycle=cycle, records=records)

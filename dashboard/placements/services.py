@@ -147,5 +147,6 @@ def _explain(cycle_id: int) -> None:
 
     try:
         pod_events.explained_placement(cycle_id=cycle_id)
-    except Exception:  # the placement is recorded; an Event is a courtesy and never fails it
+    except Exception as exc:  # the placement is recorded; an Event is a courtesy and never fails it
         log.warning("could not queue the Explained Event of cycle %s", cycle_id, exc_info=True)
+        pod_events.emitter().drop("error", f"preparing an Explained Event failed: {type(exc).__name__}: {exc}")

@@ -434,7 +434,10 @@ def _explain_binds(batch: _Batch, cycles: Sequence[SchedulingCycle]) -> None:
         return
     from dashboard import pod_events
 
-    if pod_events.emitter().unavailable:  # no cluster configured: skip decoding records for nothing
+    events = pod_events.emitter()
+    if events.unavailable:  # no cluster configured: skip decoding records for nothing, count each Event owed
+        for _ in cycles:
+            events.drop("unconfigured", pod_events.UNCONFIGURED)
         return
     for cycle in cycles:
         try:
@@ -462,5 +465,6 @@ def _explain_binds(batch: _Batch, cycles: Sequence[SchedulingCycle]) -> None:
             if (records.get("bind") or {}).get("simulated"):
                 continue  # no pod was bound in a cluster (demo mode): nothing to write an Event on
             pod_events.explained_bind(cycle=cycle, records=records)
-        except Exception:  # the record is written; an Event is a courtesy and never fails the ingest
+        except Exception as exc:  # the record is written; an Event is a courtesy and never fails the ingest
             log.warning("could not queue the Explained Event of cycle %s", cycle.pk, exc_info=True)
+            events.drop("error", f"preparing an Explained Event failed: {type(exc).__name__}: {exc}")

@@ -7,14 +7,17 @@ periodic reconcile would.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import datetime
 
 import pytest
 from django.utils import timezone
+from prometheus_client import REGISTRY
 
 from dashboard import pod_events
 from dashboard.models import Outcome, SchedulingCycle
+from dashboard.placements.models import PlacementObservation
 from dashboard.placements.pump import PlacementPump
 from dashboard.services.cycles import cycles_ingest_events
 from scheduler_core.kube_api import KubernetesBinder
@@ -75,10 +78,10 @@ def pump(api: FakeKubeAPI) -> Iterator[PlacementPump]:
     watcher.stop()
 
 
-def kube_scheduler_binds(api: FakeKubeAPI, pump: PlacementPump, node: str = "node-2") -> None:
-    """kube-scheduler's default binder binds web-1; the watcher sees it and the pump records it."""
+def kube_scheduler_binds(api: FakeKubeAPI, pump: PlacementPump, node: str = "node-2", name: str = "web-1") -> None:
+    """kube-scheduler's default binder binds ``name``; the watcher sees it and the pump records it."""
     recorded = pump.recorded
-    api.set_pod_node("web-1", node, "shop")
+    api.set_pod_node(name, node, "shop")
     assert pump.run_until(lambda: pump.recorded > recorded, timeout=WAIT)
 
 
@@ -87,8 +90,8 @@ def settle(pump: PlacementPump, emitter: pod_events.PodEventEmitter) -> None:
     assert emitter.join(WAIT)
 
 
-def explained(api: FakeKubeAPI) -> list[str]:
-    return [e["note"] for e in api.created_events if e["reason"] == "Explained" and e["regarding"]["uid"] == "uid-1"]
+def explained(api: FakeKubeAPI, uid: str = "uid-1") -> list[str]:
+    return [e["note"] for e in api.created_events if e["reason"] == "Explained" and e["regarding"]["uid"] == uid]
 
 
 @pytest.fixture
@@ -157,3 +160,127 @@ def test_a_pod_schedlens_bound_gets_one_event_when_the_watcher_sees_the_bind_bef
     settle(pump, emitter)
 
     assert len(explained(api)) == 1
+
+
+# ----- a claim always queues its Event -----
+
+
+class SlowFactory:
+    """The process emitter's factory as on a real cluster: finding the API (the kubeconfig, its certificates) takes a
+    while, in the emitter's thread, once the first Event arrives. Here it waits until the test releases it."""
+
+    def __init__(self, writer: KubernetesEventWriter | None) -> None:
+        self.writer = writer
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self) -> KubernetesEventWriter | None:
+        self.entered.set()
+        self.release.wait(WAIT)
+        return self.writer
+
+
+@pytest.fixture
+def slow_emitter(api: FakeKubeAPI, settings) -> Iterator[tuple[pod_events.PodEventEmitter, SlowFactory]]:
+    """What ``pod_events.emitter()`` is in ``watch_placements`` and in each web process: the writer made lazily."""
+    settings.SCHEDLENS_POD_EVENTS = True
+    writer = KubernetesEventWriter(api_client_for(api), timeout_seconds=2.0)
+    factory = SlowFactory(writer)
+    new = pod_events.PodEventEmitter(factory=factory)
+    previous = pod_events.install(new)
+    yield new, factory
+    factory.release.set()
+    new.join(WAIT)
+    pod_events.install(previous)
+    writer.close()
+
+
+def pending_pods(api: FakeKubeAPI, *names: str) -> dict[str, list]:
+    """Pods pending in the API and kube-scheduler's calls of their cycles (filter, prioritize), by name."""
+    scheduler = Scheduler(api)
+    calls = {}
+    for name in names:
+        uid = f"uid-{name}"
+        api.add_pod(name, "shop", uid=uid, scheduler_name=OURS)
+        calls[name] = scheduler.events(at=timezone.now(), name=name, uid=uid, bind=False)
+    return calls
+
+
+def dropped(reason: str) -> float:
+    return REGISTRY.get_sample_value("schedlens_pod_events_dropped_total", {"reason": reason}) or 0.0
+
+
+def test_the_watcher_claims_an_event_while_the_emitter_is_still_finding_the_api(api, slow_emitter, pump) -> None:
+    """Four pods bound at once on a real cluster, three Events: the second claim came while the emitter's thread was
+    still making its writer for the first, and ``unavailable`` said "no API" then."""
+    emitter, factory = slow_emitter
+    calls = pending_pods(api, "web-1", "web-2")
+    cycles_ingest_events(events=[*calls["web-1"], *calls["web-2"]])  # both cycles complete: the watcher explains
+
+    kube_scheduler_binds(api, pump, name="web-1")  # the process's first Event: its thread starts making the writer
+    assert factory.entered.wait(WAIT)
+    kube_scheduler_binds(api, pump, name="web-2")  # claimed meanwhile
+    factory.release.set()
+    settle(pump, emitter)
+
+    assert all(o.explained_at is not None for o in PlacementObservation.objects.filter(kind="bound"))
+    assert len(explained(api, "uid-web-1")) == 1
+    assert len(explained(api, "uid-web-2")) == 1, "claimed by the watcher, so queued and written"
+
+
+def test_the_ingester_claims_an_event_while_the_emitter_is_still_finding_the_api(api, slow_emitter, pump) -> None:
+    emitter, factory = slow_emitter
+    calls = pending_pods(api, "web-1", "web-2")
+    filtered, scored = calls["web-2"]
+    cycles_ingest_events(events=[*calls["web-1"], filtered])
+    kube_scheduler_binds(api, pump, name="web-2")  # its prioritize call is not in yet: nobody claims
+    pump.drain()
+
+    kube_scheduler_binds(api, pump, name="web-1")  # the process's first Event: its thread starts making the writer
+    assert factory.entered.wait(WAIT)
+    cycles_ingest_events(events=[scored])  # the ingester completes web-2's cycle and claims its Event meanwhile
+    factory.release.set()
+    settle(pump, emitter)
+
+    assert len(explained(api, "uid-web-1")) == 1
+    assert len(explained(api, "uid-web-2")) == 1, "claimed by the ingester, so queued and written"
+
+
+def test_a_claimed_event_that_cannot_be_written_is_counted_as_dropped(api, settings, pump) -> None:
+    """No API to write to (the factory found no configuration): each claimed Event is counted, none skipped silently."""
+    settings.SCHEDLENS_POD_EVENTS = True
+    factory = SlowFactory(None)
+    factory.release.set()
+    new = pod_events.PodEventEmitter(factory=factory)
+    previous = pod_events.install(new)
+    try:
+        calls = pending_pods(api, "web-1", "web-2", "web-3")
+        filtered, scored = calls["web-3"]
+        cycles_ingest_events(events=[*calls["web-1"], *calls["web-2"], filtered])
+        before = dropped("unconfigured")
+        kube_scheduler_binds(api, pump, name="web-1")  # the writer is looked for, and not found
+        settle(pump, new)
+        assert new.unavailable
+        kube_scheduler_binds(api, pump, name="web-2")  # the watcher claims with no API known
+        kube_scheduler_binds(api, pump, name="web-3")
+        cycles_ingest_events(events=[scored])  # the ingester claims with no API known
+        settle(pump, new)
+    finally:
+        pod_events.install(previous)
+
+    assert all(o.explained_at is not None for o in PlacementObservation.objects.filter(kind="bound"))
+    assert dropped("unconfigured") == before + 3
+    assert api.created_events == []
+
+
+def test_a_cycle_without_its_pod_or_node_is_counted_as_dropped(settings) -> None:
+    settings.SCHEDLENS_POD_EVENTS = True
+    new = pod_events.PodEventEmitter(factory=lambda: None)
+    previous = pod_events.install(new)
+    try:
+        before = dropped("no_node")
+        cycle = SchedulingCycle(pod_namespace="shop", pod_name="web-1", pod_uid="uid-1", chosen_node="")
+        pod_events.explained_bind(cycle=cycle, records={})
+    finally:
+        pod_events.install(previous)
+    assert dropped("no_node") == before + 1
