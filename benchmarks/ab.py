@@ -10,7 +10,7 @@ environment:
     .venv/bin/python benchmarks/ab.py --nodes 5000 --variant checkout=/tmp/before --variant ""
 
 A variant is a comma-separated list of NAME=value (an empty string: as configured). Another checkout needs its own
-``.venv`` (a link to this one will do). Round trips in milliseconds, as ``load.py`` measures them.
+``.venv`` (a link to this one will do). Round trips in milliseconds, as ``benchmarks.load`` measures them.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 
 from benchmarks.common import p50, parse_variant, percentile
-from benchmarks.load_client import Bodies, Run, Scheduler
-from benchmarks.load_servers import server_env
+from benchmarks.load.client import Bodies, Run, Scheduler
+from benchmarks.load.servers import server_env
 from scheduler_core.simulator import make_cluster
 
 WARM_UP = 5

@@ -7,7 +7,7 @@ and 1000 nodes, each with the candidates kube-scheduler's adaptive ``percentageO
 mostly bound, some unschedulable (every candidate filtered out), a few errors (a bind to a node gone from the
 cluster). The templates are read back, their rows removed, the day partitions covering the span created, and
 ``--cycles`` copies bulk-loaded by ``COPY`` in id order over ``--days`` days, each a template with a new id, pod, UID
-and time (``benchmarks/dashboard.py``'s approach). Unlike that benchmark the audit chain is valid: each call's
+and time (``benchmarks/dashboard``'s approach). Unlike that benchmark the audit chain is valid: each call's
 ``chain_hash`` is linked in id order from the genesis, with the content ``dashboard.services.audit_chain`` hashes,
 and each call's ``recorded_at`` is its cycle's end plus an ingest lag, growing with the id. The node postings (a bit
 per cycle), the shared parts the bodies refer to and the per-node tallies are loaded too, the tallies computed from
@@ -15,7 +15,7 @@ the templates times their copies. The cluster size changes every posting block (
 sizes mixed while each block's postings are those of one cluster.
 
 Server time is the Django handler's wall time for one GET through the test client, as in
-``benchmarks/dashboard.py``, over ``--repeat`` requests per page spread over varied parameters.
+``benchmarks/dashboard``, over ``--repeat`` requests per page spread over varied parameters.
 
     flock /tmp/bench.lock .venv/bin/python -m benchmarks.history_scale --out benchmarks/results-scale.md
 """
@@ -29,8 +29,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from benchmarks import dashboard as bench_dashboard
 from benchmarks.common import database_url, recreate_database
+from benchmarks.dashboard import history as bench_dashboard
 from benchmarks.history_scale.load import BYTES_PER_CYCLE, LoadResult, bulk_load, check_disk, read_load, save_load
 from benchmarks.history_scale.measure import measure_exports, measure_pages, measure_retention, sizes_report
 from benchmarks.history_scale.report import report, write

@@ -17,8 +17,8 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from benchmarks import dashboard as bench_dashboard
-from benchmarks.dashboard import _copy_text as copy_text
+from benchmarks.dashboard import history as bench_dashboard
+from benchmarks.dashboard.history import copy_text
 from benchmarks.history_scale.templates import SIZES, Template, TemplateCall
 
 POSTING_BITS = 256

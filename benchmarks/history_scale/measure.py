@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from benchmarks import dashboard as bench_dashboard
 from benchmarks.common import percentile
+from benchmarks.dashboard import history as bench_dashboard
 
 
 def timed_get(client: Any, url: str) -> float:

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from benchmarks import dashboard as bench_dashboard
 from benchmarks.common import REPO
-from benchmarks.dashboard import _copy_text as copy_text
+from benchmarks.dashboard import history as bench_dashboard
+from benchmarks.dashboard.history import copy_text
 
 SIZES = (100, 300, 1000)
 

@@ -191,9 +191,6 @@ class Summary:
 EXPLAINED_VERBS = frozenset({"filter", "prioritize", "bind"})
 """The verbs whose records an ``Explained`` Event's summary reads."""
 
-STORE_BODIES = True
-"""False stores every record as JSON, as before migration 0004 (``benchmarks/record_path.py`` compares both)."""
-
 
 def body_of(event: VerbEvent, reference: FilterReference | None) -> tuple[VerbEvent, EncodedBody | None]:
     """The binary body of a per-node record (``dashboard.storage.call_body``), None when the call is stored as JSON;
@@ -202,7 +199,7 @@ def body_of(event: VerbEvent, reference: FilterReference | None) -> tuple[VerbEv
     The event comes back with NUL replaced when a string of its record held one (``sanitize_for_postgres`` found
     the strings written to columns; the body's encoder finds the rest).
     """
-    if not STORE_BODIES or (event.filter is None and event.prioritize is None and event.preempt is None):
+    if event.filter is None and event.prioritize is None and event.preempt is None:
         return event, None
     try:
         return event, body_encode_with_references(event, filter_reference=reference)

@@ -1,9 +1,9 @@
 """The soak: schedlens as deployed (gunicorn workers and threads, ``ingest_spool --follow``, PostgreSQL) under a
 paced kube-scheduler-like load, with memory sampled, and afterwards every call checked against the database.
 
-Used by ``benchmarks/soak.py`` (minutes, figures into ``benchmarks/results-reliability.md``) and by the 15-second
-smokes in ``tests/faults/test_soak_smoke.py``. The caller has Django configured on the database the processes
-write (``database_url``), migrated.
+Used by ``python -m benchmarks.reliability.soak`` (minutes, figures into ``benchmarks/results-reliability.md``) and
+by the 15-second smokes in ``tests/faults/test_soak_smoke.py``. The caller has Django configured on the database the
+processes write (``database_url``), migrated.
 
 ``replicas`` > 1 is the layout of the StatefulSet (docs/deploy.md): each replica a gunicorn and its own
 ``ingest_spool --follow`` on its own spool, all writing the one database, behind one address that balances per

@@ -4,7 +4,8 @@ mutations (structural and byte-level) of the real kube-scheduler captures and th
 Every case must be answered 200, 400 or 404 (never an exception, never a 5xx), with JSON kube-scheduler can
 read, an answer consistent with the request, and a record the ingester stores (through the real spool and
 ``spool_ingest``, on PostgreSQL). ``make test`` runs a few hundred cases (``SCHEDLENS_FUZZ_EXAMPLES`` per test,
-derandomized); ``benchmarks/fuzz.py`` runs thousands and writes the counts to ``benchmarks/results-reliability.md``.
+derandomized); ``python -m benchmarks.reliability.fuzz`` runs thousands and writes the counts to
+``benchmarks/results-reliability.md``.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ CLUSTER = StaticCluster(
 SEEDS = sorted([*CAPTURES.glob("*/*.body.json"), *EXAMPLES.glob("*-req.json")])
 
 COUNTS: Counter[str] = Counter()
-"""Cases run per test and answers per status, for benchmarks/fuzz.py."""
+"""Cases run per test and answers per status, for benchmarks.reliability.fuzz."""
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -1,7 +1,7 @@
 """15-second soaks: the deployed process layout (one replica, then two behind one address) under a paced load,
 then every call checked in the database.
 
-The ten-minute run is ``benchmarks/soak.py`` (figures in ``benchmarks/results-reliability.md``).
+The ten-minute run is ``python -m benchmarks.reliability.soak`` (figures in ``benchmarks/results-reliability.md``).
 """
 
 from __future__ import annotations

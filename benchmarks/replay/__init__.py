@@ -1,0 +1,1 @@
+"""History replay: recorded cycles replayed per second per core (``python -m benchmarks.replay``)."""

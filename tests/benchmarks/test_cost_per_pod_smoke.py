@@ -1,0 +1,104 @@
+"""The cost-per-pod study (``python -m benchmarks.cost``) at a tiny size, and the candidates it sends, as its user runs
+them.
+
+Its figures are only as good as what it drives: this checks that the candidates are what kube-scheduler v1.28 sends
+(``numFeasibleNodesToFind``, a new window and order per pod: ``python -m benchmarks.cost.driver`` prints them), and
+that a short run against the deployed layout (gunicorn, the ingester, binds through the Kubernetes-shaped API server)
+binds every pod, makes the requests it counts, and reads the CPU of every process. No timings are asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def candidates(nodes: int, pods: int) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.cost.driver", "--nodes", str(nodes), "--pods", str(pods)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "names"),
+    [(10, 10), (99, 99), (100, 100), (200, 100), (1000, 420), (2000, 680), (5000, 500), (6000, 300), (20000, 1000)],
+)
+def test_the_candidates_are_as_many_as_kube_scheduler_s_adaptive_percentage_finds(nodes: int, names: int) -> None:
+    sent = candidates(nodes, 1)
+    assert sent["count"] == names
+    assert len(sent["pods"][0]) == names
+
+
+def test_every_pod_gets_the_next_window_of_nodes_in_an_order_of_its_own() -> None:
+    names = [f"node-{i:04d}" for i in range(1000)]
+    first, second, third = candidates(1000, 3)["pods"]
+
+    assert len(first) == len(second) == len(third) == 420
+    assert len(set(first)) == len(set(second)) == len(set(third)) == 420
+    # 16 goroutines take chunks of 31 nodes in turn from nextStartNodeIndex (0, then 420, 840: it moves on by the 420
+    # nodes processed, every node being feasible) until 420 are found: at most 16 chunks are unfinished then.
+    assert set(first) <= set(names[: 420 + 16 * 31])
+    assert set(second) <= set(names[420:] + names[: 420 + 16 * 31 - 580])
+    assert len(set(second) & set(names[420:840])) > 420 * 3 / 4
+    assert len(set(third) & set(names[840:] + names[:260])) > 420 * 3 / 4  # the index wraps around
+    assert len({tuple(first), tuple(second), tuple(third)}) == 3
+    assert first != sorted(first), "the goroutines' order, not the node list's"
+
+
+def admin_url() -> str:
+    """The PostgreSQL server the tests use (``DATABASE_URL``), its ``postgres`` database: the run creates and drops
+    its scratch databases there."""
+    parts = urlsplit(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"))
+    return urlunsplit(parts._replace(path="/postgres"))
+
+
+def test_a_tiny_run_binds_every_pod_and_accounts_for_every_process(tmp_path: Path) -> None:
+    results = tmp_path / "results-cost.md"
+    command = [
+        *(sys.executable, "-m", "benchmarks.cost", "--nodes", "30", "--pods", "12", "--rounds", "2"),
+        *("--concurrent-pods", "6", "--bind-pool", "2", "--floor-requests", "0"),
+        *("--database-prefix", f"schedlens_smoke_{uuid.uuid4().hex[:8]}", "--write", str(results)),
+    ]
+    env = {**os.environ, "BENCH_ADMIN_DATABASE_URL": admin_url()}
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = results.read_text()
+    assert "errors**" not in text, text
+    phases = re.search(
+        r"12 pods \((\d+) filter, (\d+) prioritize, (\d+) bind calls; (\d+) pods bound in the API server; "
+        r"API requests per pod: ([^)]*)\)",
+        text,
+    )
+    assert phases, text
+    filters, _, binds, bound, api = phases.groups()
+    assert filters == binds == "12"
+    assert bound == "12", "every pod bound in the API server"
+    assert "bindings 1.00" in api
+    # | process | phase 1: filter + prioritize | phase 2: binds | between, drain | all | idle ms/s |
+    cpu = {
+        cells[0]: [float(c) for c in cells[1:]]
+        for cells in ([c.strip() for c in row.strip("|").split("|")] for row in text.splitlines())
+        if cells[0].startswith(("gunicorn", "ingester"))
+    }
+    assert {"gunicorn master", "gunicorn worker 1", "gunicorn worker 2", "ingester"} <= set(cpu), text
+    assert all(ms >= 0 for row in cpu.values() for ms in row)
+    assert sum(row[0] for name, row in cpu.items() if name.startswith("gunicorn worker")) > 0, "the verbs' CPU was read"
+    assert re.search(r"6 pods at the loop's own pace", text), "the concurrent run"
+    assert "| 30 |" in text
