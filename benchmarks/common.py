@@ -102,9 +102,23 @@ def parse_variant(text: str) -> tuple[Path, dict[str, str]]:
             raise SystemExit(f"--variant {text!r}: expected NAME=value[,NAME=value…], got {item!r}")
         env[name] = value
     checkout = Path(env.pop("checkout", str(REPO))).resolve()
-    if not (checkout / "dashboard" / "gunicorn_conf.py").exists():
+    if server_modules(checkout) is None:
         raise SystemExit(f"--variant {text!r}: {checkout} is not a schedlens checkout")
     return checkout, env
+
+
+def server_modules(checkout: Path) -> dict[str, str] | None:
+    """The settings, gunicorn configuration and WSGI modules ``checkout`` serves with, None if it is no schedlens
+    checkout. The project's configuration moved from ``dashboard/`` to ``config/``; an A/B of a change across that
+    move runs a checkout from each side of it."""
+    for package in ("config", "dashboard"):
+        if (checkout / package / "gunicorn_conf.py").exists():
+            return {
+                "settings": f"{package}.settings",
+                "gunicorn_conf": f"python:{package}.gunicorn_conf",
+                "wsgi": f"{package}.wsgi:application",
+            }
+    return None
 
 
 STDERR_TAIL_LINES = 40

@@ -225,8 +225,9 @@ def write_results(path: Path, lines: list[str], command: str, seconds: float, *,
     header = [
         "# schedlens: cost per scheduled pod",
         "",
-        f"Measured on {machine()}, PostgreSQL on the same machine, by `benchmarks/cost` (what it measures "
-        "and how: its docstring), one run per section below with its command. Guidance from these figures: "
+        f"Measured on {machine()}, PostgreSQL on the same machine, by `python -m benchmarks.cost` (what it measures "
+        "and how: the docstring of `benchmarks/cost/per_pod.py`), one run per section below with its command. "
+        "Guidance from these figures: "
         "[docs/performance.md](../docs/performance.md#cost-per-scheduled-pod).",
         "",
     ]

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import PY, REPO, recreate_database
+from benchmarks.common import PY, REPO, recreate_database, server_modules
 from tests.faults.services import Process, free_port
 
 # --- processes and their CPU -----------------------------------------------------------------------------------------
@@ -186,13 +186,21 @@ class Stack:
         workdir.mkdir(parents=True, exist_ok=True)
         extra_env = dict(extra_env)
         self.fixed_candidates = extra_env.pop("candidates", "kube-scheduler") == "fixed"
+        modules = server_modules(checkout)
+        assert modules is not None, checkout  # parse_variant checked it
+        settings = modules["settings"]  # the checkout's own, not this process's
         self.kube = KubeAPIProcess()
         kubeconfig = self.kube.write_kubeconfig(workdir / "kubeconfig")
         self.database = database
         if database_url is None:
             assert database is not None
             database_url = recreate_database(database)
-            migrate_env = {**os.environ, "DATABASE_URL": database_url, "SCHEDLENS_INGEST_IN_PROCESS": "false"}
+            migrate_env = {
+                **os.environ,
+                "DJANGO_SETTINGS_MODULE": settings,
+                "DATABASE_URL": database_url,
+                "SCHEDLENS_INGEST_IN_PROCESS": "false",
+            }
             subprocess.run(
                 [str(checkout / PY), "manage.py", "migrate", "--verbosity", "0"],
                 cwd=checkout,
@@ -204,6 +212,7 @@ class Stack:
         metrics.mkdir(exist_ok=True)
         self.port = free_port()
         self.env = {
+            "DJANGO_SETTINGS_MODULE": settings,
             "DATABASE_URL": database_url,
             "DJANGO_DEBUG": "false",
             "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
@@ -225,9 +234,9 @@ class Stack:
             "DATABASE_CONN_MAX_AGE": "3600",
             **extra_env,
         }
-        gunicorn = [str(checkout / ".venv" / "bin" / "gunicorn"), "--config", "python:dashboard.gunicorn_conf"]
+        gunicorn = [str(checkout / ".venv" / "bin" / "gunicorn"), "--config", modules["gunicorn_conf"]]
         self.gunicorn = Process(
-            [*gunicorn, "--no-control-socket", "dashboard.wsgi:application"],
+            [*gunicorn, "--no-control-socket", modules["wsgi"]],
             self.env,
             workdir / "gunicorn.log",
             checkout,
