@@ -41,7 +41,7 @@ RUN mkdir -p /var/lib/schedlens/spool \
  && chown -R schedlens:schedlens /var/lib/schedlens
 
 # HOST: gunicorn's default bind is 127.0.0.1, which nothing outside the container could reach.
-ENV DJANGO_SETTINGS_MODULE=dashboard.settings \
+ENV DJANGO_SETTINGS_MODULE=config.settings \
     HOST=0.0.0.0 \
     PORT=8000 \
     SCHEDLENS_CONFIG=/etc/schedlens/profiles.yaml \
@@ -55,4 +55,4 @@ USER 10001:10001
 EXPOSE 8000
 
 # Exec form: gunicorn is PID 1 and receives SIGTERM directly for a graceful shutdown.
-CMD ["gunicorn", "--config", "python:dashboard.gunicorn_conf", "dashboard.wsgi:application"]
+CMD ["gunicorn", "--config", "python:config.gunicorn_conf", "config.wsgi:application"]

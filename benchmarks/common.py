@@ -91,6 +91,6 @@ def parse_variant(text: str) -> tuple[Path, dict[str, str]]:
             raise SystemExit(f"--variant {text!r}: expected NAME=value[,NAME=value…], got {item!r}")
         env[name] = value
     checkout = Path(env.pop("checkout", str(REPO))).resolve()
-    if not (checkout / "dashboard" / "gunicorn_conf.py").exists():
+    if not (checkout / "config" / "gunicorn_conf.py").exists():
         raise SystemExit(f"--variant {text!r}: {checkout} is not a schedlens checkout")
     return checkout, env

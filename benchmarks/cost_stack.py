@@ -1,7 +1,7 @@
 """The deployed process layout the cost-per-pod benchmark measures, and the /proc CPU of each of its processes.
 
 ``benchmarks/cost_per_pod.py`` charges CPU to every schedlens process as deployed, so it needs the processes
-themselves: gunicorn as ``dashboard/gunicorn_conf.py`` configures it, ``manage.py ingest_spool --follow`` into a
+themselves: gunicorn as ``config/gunicorn_conf.py`` configures it, ``manage.py ingest_spool --follow`` into a
 scratch PostgreSQL database, and the Kubernetes-shaped API server of the tests (``tests/fake_kube_api``) in a child
 process of its own. This module starts and stops them (``Stack``, ``KubeAPIProcess``, ``Process``), reads their CPU
 seconds from ``/proc/<pid>/stat`` (``proc_table``, ``descendants``, ``seconds``), and checks afterwards that every
@@ -225,9 +225,9 @@ class Stack:
             "DATABASE_CONN_MAX_AGE": "3600",
             **extra_env,
         }
-        gunicorn = [str(checkout / ".venv" / "bin" / "gunicorn"), "--config", "python:dashboard.gunicorn_conf"]
+        gunicorn = [str(checkout / ".venv" / "bin" / "gunicorn"), "--config", "python:config.gunicorn_conf"]
         self.gunicorn = Process(
-            [*gunicorn, "--no-control-socket", "dashboard.wsgi:application"],
+            [*gunicorn, "--no-control-socket", "config.wsgi:application"],
             self.env,
             workdir / "gunicorn.log",
             checkout,

@@ -56,7 +56,7 @@ def recreate_database(name: str, *, drop_only: bool = False) -> None:
 def setup_django(name: str) -> None:
     base = ADMIN_URL.rsplit("/", 1)[0]
     os.environ["DATABASE_URL"] = f"{base}/{name}"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("SCHEDLENS_CONFIG", str(REPO / "deploy" / "profiles.demo.yaml"))
     os.environ.setdefault("SCHEDLENS_INGEST_IN_PROCESS", "false")
     os.environ.setdefault("SCHEDLENS_API_USER_RATE", "1000000/minute")  # measure the API, not its throttle
@@ -303,13 +303,13 @@ def tallies_add_copies(counts: dict[Any, dict[str, Any]], copies: Counter[Any]) 
 def superuser_client() -> Any:
     """A test client logged in as a superuser (who may read the audit API, as a member of "auditor" would), with the
     heap so far frozen out of the collector's way as a gunicorn worker freezes its boot heap
-    (dashboard/gunicorn_conf.py): a full collection of the load's heap mid-request is this process's, not a
+    (config/gunicorn_conf.py): a full collection of the load's heap mid-request is this process's, not a
     server's."""
     from django.contrib.auth import get_user_model
     from django.test import Client
     from django.test.utils import setup_test_environment
 
-    from dashboard.gunicorn_conf import post_worker_init
+    from config.gunicorn_conf import post_worker_init
 
     setup_test_environment()
     user, _ = get_user_model().objects.get_or_create(username="bench")

@@ -222,7 +222,7 @@ def drop_scratch_database(database_url: str | None) -> None:
 
 
 def run(cycles: int, size_cycles: int, database_url: str | None = None) -> RecordPathResult:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ["SCHEDLENS_INGEST_IN_PROCESS"] = "false"
     url = scratch_database(database_url)
     migrate(url)

@@ -26,7 +26,7 @@ import msgspec
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 from dashboard.spool import Spool
 from scheduler_core.binding import SimulatedBinder
