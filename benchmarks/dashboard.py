@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 ADMIN_URL = os.environ.get("BENCH_ADMIN_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 CHUNK = 20_000
 POSTING_BITS = 256
-"""Cycles per NodePosting row (``dashboard.services.cycles``)."""
+"""Cycles per NodePosting row (``dashboard.ingest.cycles``)."""
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -94,7 +94,7 @@ def record_templates(nodes: int, count: int, *, herd: bool = False) -> None:
     it, so the prioritize records carry herd bytes (the history replay benchmark wants them)."""
     import msgspec
 
-    from dashboard.services.cycles import cycles_ingest_events
+    from dashboard.ingest.cycles import cycles_ingest_events
     from scheduler_core.binding import SimulatedBinder
     from scheduler_core.cluster import StaticCluster
     from scheduler_core.profiles import load_profiles

@@ -106,7 +106,7 @@ def step(target: str, url: str) -> list[dict]:
 
 
 def sanity() -> dict:
-    from dashboard.services.audit_chain import GENESIS, ChainWalk, chain_walk
+    from dashboard.audit.chain import GENESIS, ChainWalk, chain_walk
 
     client = bench_client()
     page, history = (statistics.median(measure_page(client, [url], 5, 30)) for url in ("/api/v1/cycles/", "/"))

@@ -233,9 +233,9 @@ def run(cycles: int, size_cycles: int, database_url: str | None = None) -> Recor
     from django.conf import settings
     from django.db import connection
 
-    from dashboard.services import new_calls
-    from dashboard.services.call_builders import start_call_builders
-    from dashboard.services.spool_ingest import spool_ingest
+    from dashboard.ingest import new_calls
+    from dashboard.ingest.call_builders import start_call_builders
+    from dashboard.ingest.spool_ingest import spool_ingest
     from dashboard.spool import Spool
     from dashboard.storage import packed_json
 

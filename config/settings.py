@@ -221,7 +221,7 @@ SCHEDLENS_INGEST_IN_PROCESS = env_bool("SCHEDLENS_INGEST_IN_PROCESS", True)
 SCHEDLENS_INGEST_INTERVAL = env_float("SCHEDLENS_INGEST_INTERVAL", 0.5)
 SCHEDLENS_INGEST_PREPARERS = env_int("SCHEDLENS_INGEST_PREPARERS", 2)
 """Processes preparing batches beside ``ingest_spool --follow``'s writing once it is behind
-(``dashboard.services.call_builders``); 0: always a thread of the ingester (one core's worth)."""
+(``dashboard.ingest.call_builders``); 0: always a thread of the ingester (one core's worth)."""
 SCHEDLENS_INGEST_PREPARE_BACKLOG = env_int("SCHEDLENS_INGEST_PREPARE_BACKLOG", 2000)
 """Records waiting in the spool (~4 batches, a few seconds of a busy scheduler) from which a pass of
 ``ingest_spool --follow`` prepares in those processes: keeping up, a thread costs less CPU than handing batches over,

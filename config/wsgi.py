@@ -19,8 +19,8 @@ django_application = get_wsgi_application()
 from django.conf import settings  # noqa: E402
 
 from dashboard.extender.fast_path import ExtenderFastPath  # noqa: E402
+from dashboard.ingest.in_process import ingest_in_background  # noqa: E402
 from dashboard.runtime import get_runtime  # noqa: E402
-from dashboard.services.ingest_in_process import ingest_in_background  # noqa: E402
 
 application = ExtenderFastPath(django_application)
 runtime = get_runtime()

@@ -49,7 +49,7 @@ def no_known_password_where_binds_are_real(app_configs: Any, **kwargs: Any) -> l
 
 @register(Tags.database)
 def audit_chain_records_these_binds(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
-    from dashboard.services.audit_chain import chain_origin_conflict
+    from dashboard.audit.chain import chain_origin_conflict
 
     if not kwargs.get("databases"):
         return []

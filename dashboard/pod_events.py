@@ -1,10 +1,10 @@
 """The explanation on the pod: an ``events.k8s.io/v1`` Event ``Explained`` once a pod's bind is recorded.
 
-Emitted by the ingester (``dashboard.services.cycles``), after the transaction that folded a successful bind into
+Emitted by the ingester (``dashboard.ingest.cycles``), after the transaction that folded a successful bind into
 its cycle: only there are the cycle's filter and prioritize records together (any replica may have answered any
 verb) and its id known, for the link. When kube-scheduler bound the pod itself, by whichever of the placement watcher
 (``dashboard.placements.services``) and the ingester completes the cycle last, once
-(``dashboard.services.observed_binds``). Never on a verb's request path:
+(``dashboard.ingest.observed_binds``). Never on a verb's request path:
 they only put a job in a bounded queue; one daemon thread per process computes the summary
 (``scheduler_core.explain.explain_summary``: the explanation's own summary, explaining only the nodes it names) and
 writes the Event through ``scheduler_core.kube_events.KubernetesEventWriter`` with a short timeout. A full queue, a

@@ -87,7 +87,7 @@ def ingest_everything(spool, *, deadline_seconds: float = 10.0) -> int:
     A verb's record is held back until the server confirms the answer was written; that confirmation lands just
     after the client has read the response, so an ingest right after the last call can find it not yet there.
     """
-    from dashboard.services.spool_ingest import spool_ingest
+    from dashboard.ingest.spool_ingest import spool_ingest
 
     moved = spool_ingest(spool=spool)
     deadline = time.monotonic() + deadline_seconds

@@ -6,7 +6,7 @@ of plain values, so this migration does not depend on the current models).
 
 from django.db import migrations, models
 
-from dashboard.services.audit_chain import CONTENT_FIELDS, GENESIS, call_content, chain_link
+from dashboard.audit.chain import CONTENT_FIELDS, GENESIS, call_content, chain_link
 from dashboard.services.node_tallies import NodeCounts, tally_call
 
 CHUNK = 1000
@@ -131,7 +131,7 @@ class Migration(migrations.Migration):
             field=models.CharField(
                 blank=True,
                 editable=False,
-                help_text="sha256(previous call's chain_hash, this call's content): dashboard.services.audit_chain.",
+                help_text="sha256(previous call's chain_hash, this call's content): dashboard.audit.chain.",
                 max_length=64,
             ),
         ),

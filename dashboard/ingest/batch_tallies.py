@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from dashboard.services.node_tallies import NodeCounts, Reasons, count_reasons
 
 if TYPE_CHECKING:
-    from dashboard.services.new_calls import NewCall
+    from dashboard.ingest.new_calls import NewCall
 
 
 @dataclass
