@@ -45,6 +45,8 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
+# The app's modules are imported in the functions that use them: this module is loaded with the settings
+# (config/__init__.py), before Django's apps are.
 def _client() -> redis.Redis:
     from dashboard.traffic.clients import worker_client
 

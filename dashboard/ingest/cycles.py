@@ -25,6 +25,7 @@ import msgspec
 from django.conf import settings
 from django.db import connection, transaction
 
+from dashboard import pod_events
 from dashboard.audit.chain import ChainAppender, audit_chain_open, call_content
 from dashboard.ingest.batch_tallies import BatchTallies
 from dashboard.ingest.cycle_summary import SUMMARY_FIELDS, candidates, summarize
@@ -432,8 +433,6 @@ def _explain_binds(batch: _Batch, cycles: Sequence[SchedulingCycle]) -> None:
     binds (demo mode) get none."""
     if not settings.SCHEDLENS_POD_EVENTS or not cycles:
         return
-    from dashboard import pod_events
-
     events = pod_events.emitter()
     if events.unavailable:  # no cluster configured: skip decoding records for nothing, count each Event owed
         for _ in cycles:

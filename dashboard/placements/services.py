@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from dashboard import pod_events
 from dashboard.ingest.cycles import lock_pods
 from dashboard.ingest.observed_binds import claim_explanation
 from dashboard.models import Outcome, SchedulingCycle
@@ -143,8 +144,6 @@ def _apply(observation: PlacementObservation) -> int:
 def _explain(cycle_id: int) -> None:
     """Queue the pod's Explained Event (``dashboard.pod_events``): once, by whichever of the watcher and the ingester
     completed the cycle last (``dashboard.ingest.observed_binds``)."""
-    from dashboard import pod_events
-
     try:
         pod_events.explained_placement(cycle_id=cycle_id)
     except Exception as exc:  # the placement is recorded; an Event is a courtesy and never fails it
