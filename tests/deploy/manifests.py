@@ -45,8 +45,8 @@ SCHEDLENS_RULES = frozenset(
     | {("events.k8s.io", "events", "create")}
     | {("schedlens.io", "noderesources", verb) for verb in ("get", "list", "watch")}
 )
-"""Everything schedlens may do in the API (issue 6): read nodes, pods, events and its CRs; create bindings; create
-events.k8s.io Events (issue 18: the ``Explained`` Event on each bound pod)."""
+"""Everything schedlens may do in the API: read nodes, pods, events and its CRs; create bindings; create
+events.k8s.io Events (the ``Explained`` Event on each bound pod)."""
 
 
 def load_documents(path: Path) -> list[Doc]:
