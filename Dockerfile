@@ -26,6 +26,7 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
 COPY pyproject.toml README.md* ./
 COPY scheduler_core ./scheduler_core
 COPY dashboard ./dashboard
+COPY config ./config
 # Installed as a wheel, not run from /src: only what the package declares ships, as it would from an index.
 # Non-Python files (templates, static) therefore need package-data in pyproject.toml.
 RUN pip install --no-deps . \
