@@ -26,6 +26,7 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
 COPY pyproject.toml README.md* ./
 COPY scheduler_core ./scheduler_core
 COPY dashboard ./dashboard
+COPY config ./config
 # Installed as a wheel, not run from /src: only what the package declares ships, as it would from an index.
 # Non-Python files (templates, static) therefore need package-data in pyproject.toml.
 RUN pip install --no-deps . \
@@ -41,7 +42,7 @@ RUN mkdir -p /var/lib/schedlens/spool \
  && chown -R schedlens:schedlens /var/lib/schedlens
 
 # HOST: gunicorn's default bind is 127.0.0.1, which nothing outside the container could reach.
-ENV DJANGO_SETTINGS_MODULE=dashboard.settings \
+ENV DJANGO_SETTINGS_MODULE=config.settings \
     HOST=0.0.0.0 \
     PORT=8000 \
     SCHEDLENS_CONFIG=/etc/schedlens/profiles.yaml \
@@ -55,4 +56,4 @@ USER 10001:10001
 EXPOSE 8000
 
 # Exec form: gunicorn is PID 1 and receives SIGTERM directly for a graceful shutdown.
-CMD ["gunicorn", "--config", "python:dashboard.gunicorn_conf", "dashboard.wsgi:application"]
+CMD ["gunicorn", "--config", "python:config.gunicorn_conf", "config.wsgi:application"]

@@ -50,11 +50,11 @@ bench: install services ## the benchmark suite (BENCH=--full for the 10-minute s
 	SCHEDLENS_VAR_ROOT=$(CURDIR)/var/bench $(PY) benchmarks/suite.py $(BENCH)  # never the settings of make run/serve
 
 worker: install ## a Celery worker for the traffic prefetch (SCHEDLENS_TRAFFIC_BACKEND=redis; needs Redis at REDIS_URL)
-	$(VENV)/bin/celery -A dashboard worker --loglevel=INFO
+	$(VENV)/bin/celery -A config worker --loglevel=INFO
 
 beat: install ## Celery beat: one prefetch per distinct traffic query every SCHEDLENS_TRAFFIC_REFRESH_SECONDS
 	mkdir -p var
-	$(VENV)/bin/celery -A dashboard beat --loglevel=INFO --schedule=var/celerybeat-schedule
+	$(VENV)/bin/celery -A config beat --loglevel=INFO --schedule=var/celerybeat-schedule
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

@@ -6,8 +6,8 @@ import sys
 
 
 def main() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    from dashboard import server_env
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    from config import server_env
 
     # Run beside `make run` or `make serve`, a command sees what that server sees (its database, its profiles).
     loaded = server_env.load()

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 from benchmarks.common import PY, REPO, machine, ms, now, p50, percentile, phase, run_child, table
 from benchmarks.cost import targets as cost_targets
@@ -84,7 +84,7 @@ def latency_section(results: list[LatencyResult], command: str) -> tuple[list[st
     lines = [
         "## Verb latency over HTTP (kube-scheduler-like client, recording on)",
         "",
-        f"`{command}`. gunicorn as deployed (`dashboard/gunicorn_conf.py`, 2 workers × 8 threads), "
+        f"`{command}`. gunicorn as deployed (`config/gunicorn_conf.py`, 2 workers × 8 threads), "
         "`deploy/profiles.demo.yaml` (2 filters, 3 score plugins), the simulator's cluster and pods, every call "
         "spooled (ingest off during this table). One keep-alive connection for filter → prioritize per pod, binds "
         "posted from a child process on a pool of 4 connections (off the loop, like kube-scheduler's bind "

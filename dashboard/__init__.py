@@ -1,6 +1,2 @@
-"""The Django side of schedlens: settings, the extender's HTTP layer, the cycle record, the dashboard, the audit API."""
-
-# The Celery app is loaded with Django so that ``shared_task`` binds to it (``celery -A dashboard``).
-from dashboard.celery import app as celery_app
-
-__all__ = ["celery_app"]
+"""The Django app of schedlens: the extender's HTTP layer, the spool and its ingest, the cycle record and its audit
+chain, the dashboard and the audit API. The project's configuration (settings, URLs, WSGI, Celery) is ``config``."""

@@ -10,13 +10,14 @@ from typing import Any
 from django.core.checks import CheckMessage, Error, Tags, register
 from django.db import DatabaseError
 
+from dashboard.audit.chain import chain_origin_conflict
+from dashboard.runtime import configured_profiles
+from dashboard.services.demo_login import DEMO_PASSWORD, binds_are_real, users_with_demo_password
 from scheduler_core.profiles import ProfileError
 
 
 @register()
 def profiles_are_valid(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
-    from dashboard.runtime import configured_profiles
-
     try:
         configured_profiles()
     except (ProfileError, OSError) as exc:
@@ -26,8 +27,6 @@ def profiles_are_valid(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
 
 @register(Tags.database)
 def no_known_password_where_binds_are_real(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
-    from dashboard.services.demo_login import DEMO_PASSWORD, binds_are_real, users_with_demo_password
-
     if not binds_are_real() or not kwargs.get("databases"):
         return []
     try:
@@ -49,8 +48,6 @@ def no_known_password_where_binds_are_real(app_configs: Any, **kwargs: Any) -> l
 
 @register(Tags.database)
 def audit_chain_records_these_binds(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
-    from dashboard.services.audit_chain import chain_origin_conflict
-
     if not kwargs.get("databases"):
         return []
     problem = chain_origin_conflict()

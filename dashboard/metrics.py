@@ -35,6 +35,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from dashboard.runtime import Runtime, get_runtime
+from dashboard.traffic.clients import verb_client
 from dashboard.traffic.snapshots import SnapshotStore, query_key
 from dashboard.traffic.view import RedisTrafficView
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
@@ -55,8 +57,6 @@ class StateCollector(Collector):
         self.runtime = runtime
 
     def collect(self) -> Iterator[Metric]:
-        from dashboard.runtime import Runtime
-
         runtime = self.runtime
         assert isinstance(runtime, Runtime)
         queries = sorted({q for p in runtime.profiles.values() for q in p.traffic_queries()}, key=query_key)
@@ -114,8 +114,6 @@ class StateCollector(Collector):
             traffic = getattr(runtime, "traffic", None)
             found = {q: s for q in queries if traffic is not None and (s := traffic.latest(q)) is not None}
             return found, None, None
-        from dashboard.traffic.clients import verb_client
-
         store = SnapshotStore(verb_client(timeout=SCRAPE_REDIS_TIMEOUT_SECONDS), inputs.keys)
         try:
             loaded = store.load_many(queries)
@@ -151,8 +149,6 @@ class StateCollector(Collector):
 
 @require_GET
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    from dashboard.runtime import get_runtime
-
     registry = CollectorRegistry()
     multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
     if multiprocess:

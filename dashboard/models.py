@@ -131,7 +131,7 @@ class VerbCall(models.Model):
         max_length=64,
         blank=True,
         editable=False,
-        help_text="sha256(previous call's chain_hash, this call's content): dashboard.services.audit_chain.",
+        help_text="sha256(previous call's chain_hash, this call's content): dashboard.audit.chain.",
     )
 
     class Meta:
@@ -271,7 +271,7 @@ class ChainOrigin(models.Model):
     """Which binds the audit chain records: ``simulated`` (the demo, ``make run``) or ``kubernetes`` (a real cluster).
 
     Written under the chain lock by the first append, read by every ingester before it appends
-    (``dashboard.services.audit_chain``) and by the start-up checks (``dashboard.checks``): a demo's simulated cycles
+    (``dashboard.audit.chain``) and by the start-up checks (``dashboard.checks``): a demo's simulated cycles
     never enter a real cluster's chain, nor the reverse, even when both are pointed at one database."""
 
     binds = models.CharField(max_length=16)
@@ -333,7 +333,7 @@ class NodeTally(models.Model):
 
 REASON_PLUGIN_LIMIT = 128
 REASON_LIMIT = 256
-"""Widths of ``NodeReasonTally``'s columns: longer strings are cut (``dashboard.services.sanitize.clip``), so that a
+"""Widths of ``NodeReasonTally``'s columns: longer strings are cut (``dashboard.ingest.sanitize.clip``), so that a
 row's key always fits one index entry."""
 
 

@@ -1,10 +1,10 @@
 """The explanation on the pod: an ``events.k8s.io/v1`` Event ``Explained`` once a pod's bind is recorded.
 
-Emitted by the ingester (``dashboard.services.cycles``), after the transaction that folded a successful bind into
+Emitted by the ingester (``dashboard.ingest.cycles``), after the transaction that folded a successful bind into
 its cycle: only there are the cycle's filter and prioritize records together (any replica may have answered any
 verb) and its id known, for the link. When kube-scheduler bound the pod itself, by whichever of the placement watcher
 (``dashboard.placements.services``) and the ingester completes the cycle last, once
-(``dashboard.services.observed_binds``). Never on a verb's request path:
+(``dashboard.ingest.observed_binds``). Never on a verb's request path:
 they only put a job in a bounded queue; one daemon thread per process computes the summary
 (``scheduler_core.explain.explain_summary``: the explanation's own summary, explaining only the nodes it names) and
 writes the Event through ``scheduler_core.kube_events.KubernetesEventWriter`` with a short timeout. A full queue, a
@@ -25,13 +25,13 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from django.conf import settings
 from prometheus_client import Counter
 
-if TYPE_CHECKING:
-    from dashboard.models import SchedulingCycle
+from dashboard.models import SchedulingCycle
+from dashboard.selectors import cycles_with_calls, records_summary
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +194,7 @@ class PodEventEmitter:
 
 
 def _kubernetes_writer() -> EventWriter | None:
+    # The kubernetes client is imported only where Events are written: a heavy import no demo process needs.
     from scheduler_core.kube_api import KubeConfigError, load_api_client
     from scheduler_core.kube_events import KubernetesEventWriter
 
@@ -253,8 +254,6 @@ def explained_bind(*, cycle: SchedulingCycle, records: dict[str, Any]) -> None:
     chosen_node, error, profile = cycle.chosen_node, cycle.error, cycle.profile
 
     def summary() -> str:
-        from dashboard.selectors import records_summary
-
         return records_summary(records=records, chosen_node=chosen_node, error=error, profile=profile)
 
     job = PodEventJob(
@@ -275,8 +274,6 @@ def explained_placement(*, cycle_id: int) -> None:
     if emitter().unavailable:
         emitter().drop("unconfigured", UNCONFIGURED)
         return
-    from dashboard.selectors import cycles_with_calls
-
     cycle = cycles_with_calls().filter(pk=cycle_id).first()
     if cycle is None:
         emitter().drop("no_cycle", f"cycle {cycle_id} is gone: its Explained Event is not written")

@@ -31,6 +31,8 @@ from scheduler_core.traffic.store import BackgroundRefresher, TrafficStore
 from scheduler_core.traffic.synthetic import SyntheticTrafficSource
 from scheduler_core.verbs import Extender
 
+# The kubernetes and Prometheus clients are imported in the functions that use them, when the settings name a
+# cluster or a Prometheus: heavy imports that the demo's processes (a file cluster, synthetic traffic) never need.
 if TYPE_CHECKING:
     from scheduler_core.placement_watch import PlacementWatcher
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from scheduler_core.cluster import ClusterView
+from scheduler_core.cluster import ClusterView
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from scheduler_core.figures import TRAFFIC_PLUGIN, seconds_text
 from scheduler_core.record import FilterRecord, PrioritizeRecord
 from scheduler_core.units import human_bytes
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # for annotations only: explain imports this module
     from scheduler_core.explain import NodeExplanation
 
 MAX_LISTED_EXCLUSIONS = 5

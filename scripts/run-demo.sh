@@ -31,13 +31,13 @@ export SCHEDLENS_BIND_MODE=${SCHEDLENS_BIND_MODE:-simulated}
 export SCHEDLENS_REPLAY_RUNNER=${SCHEDLENS_REPLAY_RUNNER:-process}
 
 # Commands run from this checkout (`manage.py replay_history`, …) now see this server's database and profiles.
-"$PY" -m dashboard.server_env write "make run"
+"$PY" -m config.server_env write "make run"
 "$PY" manage.py migrate --noinput   # its checks refuse a database that holds a real cluster's audit chain
 "$PY" manage.py collectstatic --noinput -v0
 "$PY" manage.py ensure_demo_user   # demo/demo, refused unless SCHEDLENS_BIND_MODE=simulated
 "$PY" manage.py simulate --nodes "$DEMO_NODES" --write-cluster "$SCHEDLENS_CLUSTER_FILE"
 
-"$VENV/bin/gunicorn" --config python:dashboard.gunicorn_conf dashboard.wsgi:application &
+"$VENV/bin/gunicorn" --config python:config.gunicorn_conf config.wsgi:application &
 server=$!
 replays=
 if [ "$SCHEDLENS_REPLAY_RUNNER" = process ]; then

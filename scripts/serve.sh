@@ -35,7 +35,7 @@ fi
 
 "$PY" manage.py check_kubernetes   # says plainly why not when there is no usable Kubernetes configuration
 # Commands run from this checkout (`manage.py replay_history`, …) now see this server's database and profiles.
-"$PY" -m dashboard.server_env write "make serve"
+"$PY" -m config.server_env write "make serve"
 # Its checks refuse to serve where a user has the demo's password, or the database holds the demo's audit chain.
 "$PY" manage.py migrate --noinput
 "$PY" manage.py collectstatic --noinput -v0
@@ -54,7 +54,7 @@ stop() {
 trap 'stop; exit 130' INT TERM
 trap stop EXIT
 
-"$VENV/bin/gunicorn" --config python:dashboard.gunicorn_conf dashboard.wsgi:application &
+"$VENV/bin/gunicorn" --config python:config.gunicorn_conf config.wsgi:application &
 pids+=($!)
 "$PY" manage.py watch_placements &
 pids+=($!)

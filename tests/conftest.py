@@ -24,7 +24,7 @@ SHARED = Path(os.environ.get("SCHEDLENS_SHARED_DIR", REPO.parent / "shared"))
 CAPTURES = SHARED / "fixtures" / "kube-scheduler-v1.28.7"
 EXAMPLES = SHARED / "fixtures" / "extender-examples"
 # A `make run` or `make serve` of the checkout names its state directory in var/current, which manage.py follows
-# (dashboard.server_env): the tests' commands and scripts use a root of their own, never the developer's servers.
+# (config.server_env): the tests' commands and scripts use a root of their own, never the developer's servers.
 TESTS_VAR_ROOT = Path(tempfile.mkdtemp(prefix="schedlens-tests-var-"))
 os.environ["SCHEDLENS_VAR_ROOT"] = str(TESTS_VAR_ROOT)
 
@@ -87,7 +87,7 @@ def ingest_everything(spool, *, deadline_seconds: float = 10.0) -> int:
     A verb's record is held back until the server confirms the answer was written; that confirmation lands just
     after the client has read the response, so an ingest right after the last call can find it not yet there.
     """
-    from dashboard.services.spool_ingest import spool_ingest
+    from dashboard.ingest.spool_ingest import spool_ingest
 
     moved = spool_ingest(spool=spool)
     deadline = time.monotonic() + deadline_seconds

@@ -63,7 +63,7 @@ class LiveServer:
         *,
         workers: int = 1,
         ssl_context: ssl.SSLContext | None = None,
-        app: str = "dashboard.wsgi:application",
+        app: str = "config.wsgi:application",
     ) -> None:
         """``ssl_context``: the server is started with TLS (by ``env``); the client side used to probe it. ``app``: the
         WSGI application gunicorn serves with the production configuration (it must answer ``GET /readyz``)."""
@@ -73,7 +73,7 @@ class LiveServer:
         full_env = {**os.environ, **env, "PORT": str(self.port), "WEB_WORKERS": str(workers)}
         gunicorn = Path(sys.executable).with_name("gunicorn")
         self.process = subprocess.Popen(
-            [str(gunicorn), "--config", "python:dashboard.gunicorn_conf", app],
+            [str(gunicorn), "--config", "python:config.gunicorn_conf", app],
             cwd=REPO,
             env=full_env,
             stdout=subprocess.PIPE,

@@ -438,7 +438,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         lines += [
             "## The demo history as `make run` creates it",
             "",
-            "gunicorn (`dashboard/gunicorn_conf.py`, 2 workers, in-process traffic and bind log), the demo profiles "
+            "gunicorn (`config/gunicorn_conf.py`, 2 workers, in-process traffic and bind log), the demo profiles "
             "with `answer.scale` set, `manage.py simulate`'s client with `scripts/run-demo.sh`'s seeds; the records "
             "read back from the spool. One history per scale, real clock (the pods differ between the scales once a "
             "tie is broken differently).",

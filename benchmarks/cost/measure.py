@@ -375,7 +375,7 @@ def http_floor(cluster: SyntheticCluster, workdir: Path, *, requests: int, bind_
         "WEB_WORKERS": os.environ.get("WEB_WORKERS", "2"),
         "WEB_THREADS": os.environ.get("WEB_THREADS", "8"),
     }
-    gunicorn = [str(REPO / ".venv" / "bin" / "gunicorn"), "--config", "python:dashboard.gunicorn_conf"]
+    gunicorn = [str(REPO / ".venv" / "bin" / "gunicorn"), "--config", "python:config.gunicorn_conf"]
     server = Process(
         [*gunicorn, "--no-control-socket", "benchmarks.load.floor_wsgi:application"], env, workdir / "floor.log", REPO
     )

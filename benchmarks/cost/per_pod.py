@@ -12,7 +12,7 @@ The client does what kube-scheduler v1.28 does for each pod (``pkg/scheduler/sch
   (skipped when one is left), on one keep-alive connection (the scheduling loop is serial), then ``bind`` of the
   best-scored node from a goroutine per pod: here a pool of ``--bind-pool`` keep-alive connections.
 
-Against the deployed process layout: gunicorn as ``dashboard/gunicorn_conf.py`` configures it (``WEB_WORKERS`` 2 x
+Against the deployed process layout: gunicorn as ``config/gunicorn_conf.py`` configures it (``WEB_WORKERS`` 2 x
 ``WEB_THREADS`` 8, metrics in ``PROMETHEUS_MULTIPROC_DIR``), ``manage.py ingest_spool --follow`` into PostgreSQL,
 ``SCHEDLENS_BIND_MODE=kubernetes`` with a kubeconfig for the Kubernetes-shaped API server of the tests
 (``tests/fake_kube_api``, in a process of its own per stack, holding every pod, answering with TCP_NODELAY as

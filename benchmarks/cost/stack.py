@@ -1,7 +1,7 @@
 """The deployed process layout the cost-per-pod benchmark measures, and the /proc CPU of each of its processes.
 
 ``benchmarks/cost`` charges CPU to every schedlens process as deployed, so it needs the processes
-themselves: gunicorn as ``dashboard/gunicorn_conf.py`` configures it, ``manage.py ingest_spool --follow`` into a
+themselves: gunicorn as ``config/gunicorn_conf.py`` configures it, ``manage.py ingest_spool --follow`` into a
 scratch PostgreSQL database, and the Kubernetes-shaped API server of the tests (``tests/fake_kube_api``) in a child
 process of its own. This module starts and stops them (``Stack``, ``KubeAPIProcess``, ``Process``), reads their CPU
 seconds from ``/proc/<pid>/stat`` (``proc_table``, ``descendants``, ``seconds``), and checks afterwards that every

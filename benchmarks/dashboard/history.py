@@ -25,12 +25,12 @@ from benchmarks.common import REPO, database_url
 
 CHUNK = 20_000
 POSTING_BITS = 256
-"""Cycles per NodePosting row (``dashboard.services.cycles``)."""
+"""Cycles per NodePosting row (``dashboard.ingest.cycles``)."""
 
 
 def setup_django(name: str) -> None:
     os.environ["DATABASE_URL"] = database_url(name)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("SCHEDLENS_CONFIG", str(REPO / "deploy" / "profiles.demo.yaml"))
     os.environ.setdefault("SCHEDLENS_INGEST_IN_PROCESS", "false")
     os.environ.setdefault("SCHEDLENS_API_USER_RATE", "1000000/minute")  # measure the API, not its throttle
@@ -68,7 +68,7 @@ def record_templates(nodes: int, count: int, *, herd: bool = False) -> None:
     it, so the prioritize records carry herd bytes (the history replay benchmark wants them)."""
     import msgspec
 
-    from dashboard.services.cycles import cycles_ingest_events
+    from dashboard.ingest.cycles import cycles_ingest_events
     from scheduler_core.binding import SimulatedBinder
     from scheduler_core.cluster import StaticCluster
     from scheduler_core.profiles import load_profiles
@@ -277,13 +277,13 @@ def tallies_add_copies(counts: dict[Any, dict[str, Any]], copies: Counter[Any]) 
 def superuser_client() -> Any:
     """A test client logged in as a superuser (who may read the audit API, as a member of "auditor" would), with the
     heap so far frozen out of the collector's way as a gunicorn worker freezes its boot heap
-    (dashboard/gunicorn_conf.py): a full collection of the load's heap mid-request is this process's, not a
+    (config/gunicorn_conf.py): a full collection of the load's heap mid-request is this process's, not a
     server's."""
     from django.contrib.auth import get_user_model
     from django.test import Client
     from django.test.utils import setup_test_environment
 
-    from dashboard.gunicorn_conf import post_worker_init
+    from config.gunicorn_conf import post_worker_init
 
     setup_test_environment()
     user, _ = get_user_model().objects.get_or_create(username="bench")

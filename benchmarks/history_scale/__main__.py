@@ -8,7 +8,7 @@ mostly bound, some unschedulable (every candidate filtered out), a few errors (a
 cluster). The templates are read back, their rows removed, the day partitions covering the span created, and
 ``--cycles`` copies bulk-loaded by ``COPY`` in id order over ``--days`` days, each a template with a new id, pod, UID
 and time (``benchmarks/dashboard``'s approach). Unlike that benchmark the audit chain is valid: each call's
-``chain_hash`` is linked in id order from the genesis, with the content ``dashboard.services.audit_chain`` hashes,
+``chain_hash`` is linked in id order from the genesis, with the content ``dashboard.audit.chain`` hashes,
 and each call's ``recorded_at`` is its cycle's end plus an ingest lag, growing with the id. The node postings (a bit
 per cycle), the shared parts the bodies refer to and the per-node tallies are loaded too, the tallies computed from
 the templates times their copies. The cluster size changes every posting block (256 cycles), so every page sees the

@@ -131,7 +131,7 @@ def bulk_load(
     import psycopg
     from django.db import connection
 
-    from dashboard.services.audit_chain import GENESIS
+    from dashboard.audit.chain import GENESIS
     from dashboard.storage.call_body import body_referring_to
 
     ci = {name: i for i, name in enumerate(cycle_columns)}
@@ -281,7 +281,7 @@ _MICROSECOND = timedelta(microseconds=1)
 
 def _check_content(call: TemplateCall, cycle_id: int, event_id: str, start: datetime, body: bytes | None) -> str:
     """The split content put together again is exactly what ``call_content`` gives for the copy."""
-    from dashboard.services.audit_chain import call_content
+    from dashboard.audit.chain import call_content
 
     values = {**call.values, "cycle_id": cycle_id, "event_id": event_id, "started_at": start}
     if body is not None:

@@ -235,8 +235,8 @@ def measure_exports() -> list[dict[str, Any]]:
 def measure_retention() -> dict[str, Any]:
     from django.db import connection
 
+    from dashboard.audit.chain import ChainWalk, chain_walk
     from dashboard.models import AuditCheckpoint, VerbCall
-    from dashboard.services.audit_chain import ChainWalk, chain_walk
     from dashboard.services.partitions import day_partitions
     from dashboard.services.retention import cycles_prune
 

@@ -31,7 +31,7 @@ def record_templates(nodes: int, count: int, seed: int) -> None:
     production: ``count`` pods, one in 12 unschedulable, one in 24 bound to a node the cluster no longer has."""
     import msgspec
 
-    from dashboard.services.cycles import cycles_ingest_events
+    from dashboard.ingest.cycles import cycles_ingest_events
     from scheduler_core.binding import SimulatedBinder
     from scheduler_core.cluster import StaticCluster
     from scheduler_core.profiles import load_profiles
@@ -116,7 +116,7 @@ _MARK_TIME = datetime(2001, 2, 3, 4, 5, 6, 789012, tzinfo=UTC)
 def _split_content(values: dict[str, Any], rewrites_body: bool) -> list[str]:
     """The call's canonical content with markers where copies differ, cut there: [a, cycle, b, event, c, time, d]
     (and a leading digest slot when the body is rewritten)."""
-    from dashboard.services.audit_chain import call_content
+    from dashboard.audit.chain import call_content
 
     marked = {**values, "cycle_id": _MARK_CYCLE, "event_id": _MARK_EVENT, "started_at": _MARK_TIME}
     text = call_content(marked).decode("ascii")
@@ -137,8 +137,8 @@ def read_templates() -> tuple[list[Template], list[str], list[str], dict[int, An
     """The recorded templates, the columns of cycles and calls, and each template's per-node counts."""
     from django.db import connection
 
+    from dashboard.audit.chain import CALL_COLUMNS
     from dashboard.models import VerbCall
-    from dashboard.services.audit_chain import CALL_COLUMNS
     from dashboard.services.node_tallies import NodeCounts
     from dashboard.storage.call_body import body_referring_to
 

@@ -1,5 +1,5 @@
 """The production settings with the benchmark-only URLconf: the empty-view floor, never a production route."""
 
-from dashboard.settings import *  # noqa: F403
+from config.settings import *  # noqa: F403
 
 ROOT_URLCONF = "benchmarks.load.floor_urls"

@@ -226,7 +226,7 @@ def main() -> None:
     sus.add_argument("--nodes", type=int, default=1000)
     sus.add_argument("--seconds", type=float, default=60)
     args = parser.parse_args()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     workdir = Path(tempfile.mkdtemp(prefix="schedlens-load-"))
     if args.what == "latency":
         pods = {

@@ -61,7 +61,7 @@ class _FloorServer:
         full = {**os.environ, **env, "PORT": str(self.port), "DJANGO_SETTINGS_MODULE": "benchmarks.load.floor_settings"}
         gunicorn = Path(sys.executable).with_name("gunicorn")
         self.process = subprocess.Popen(
-            [str(gunicorn), "--config", "python:dashboard.gunicorn_conf", "benchmarks.load.floor_wsgi:application"],
+            [str(gunicorn), "--config", "python:config.gunicorn_conf", "benchmarks.load.floor_wsgi:application"],
             cwd=REPO,
             env=full,
             stdout=subprocess.DEVNULL,

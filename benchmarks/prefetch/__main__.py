@@ -35,7 +35,7 @@ import msgspec
 from benchmarks.common import REPO, machine, now, percentile, row
 
 WORKDIR = Path(tempfile.mkdtemp(prefix="schedlens-prefetch-bench-"))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 os.environ["DATABASE_URL"] = f"sqlite:///{WORKDIR / 'bench.sqlite3'}"
 os.environ["SCHEDLENS_REDIS_PREFIX"] = f"schedlens-bench:{uuid.uuid4().hex[:8]}:"

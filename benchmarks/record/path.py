@@ -216,7 +216,7 @@ def drop_scratch_database(database_url: str | None) -> None:
 
 
 def run(cycles: int, database_url: str | None = None) -> RecordPathResult:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ["SCHEDLENS_INGEST_IN_PROCESS"] = "false"
     url = scratch_database(database_url)
     migrate(url)
@@ -227,8 +227,8 @@ def run(cycles: int, database_url: str | None = None) -> RecordPathResult:
     from django.conf import settings
     from django.db import connection
 
-    from dashboard.services.call_builders import start_call_builders
-    from dashboard.services.spool_ingest import spool_ingest
+    from dashboard.ingest.call_builders import start_call_builders
+    from dashboard.ingest.spool_ingest import spool_ingest
     from dashboard.spool import Spool
 
     workdir = Path(tempfile.mkdtemp(prefix="schedlens-record-"))

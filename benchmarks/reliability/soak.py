@@ -100,7 +100,7 @@ def main() -> int:
 
     recreate(args.database)
     os.environ["DATABASE_URL"] = args.database
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 
     django.setup()

@@ -23,7 +23,7 @@ import msgspec
 
 from benchmarks.common import REPO, machine, now, percentile
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 from dashboard.spool import Spool
 from scheduler_core.binding import SimulatedBinder

@@ -15,7 +15,7 @@ import statistics
 import tempfile
 import time
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 from benchmarks.verbs.measure import bodies, demo_extender
 from dashboard.spool import Spool

@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
-from dashboard.services.auditors import AUDITOR_GROUP
+from dashboard.audit.auditors import AUDITOR_GROUP
 
 
 class IsAuditor(BasePermission):

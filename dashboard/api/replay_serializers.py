@@ -1,4 +1,4 @@
-"""The audit API's history replays (issue 21): what ``POST /api/v1/replays/`` takes, and the replay with its report
+"""The audit API's history replays: what ``POST /api/v1/replays/`` takes, and the replay with its report
 (mirrors ``scheduler_core.history_replay.report.HistoryReplayReport``)."""
 
 from __future__ import annotations

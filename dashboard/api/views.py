@@ -42,10 +42,10 @@ from dashboard.api.serializers import (
     WhySerializer,
 )
 from dashboard.api.throttling import ScopedThrottle
+from dashboard.audit.chain import audit_chain_verify
 from dashboard.filters import CycleFilterSet, NodeFilterSet, TrafficRefreshFilterSet
 from dashboard.models import NodeTally, SchedulingCycle, VerbCall
 from dashboard.selectors import cycle_explanation, cycle_list, cycles_with_calls
-from dashboard.services.audit_chain import audit_chain_verify
 from dashboard.traffic.models import TrafficRefresh
 
 ERRORS = {

@@ -3,7 +3,7 @@
 Two thin adapters call :func:`answer_call`: the WSGI fast path (``dashboard/extender/fast_path.py``), which
 serves kube-scheduler in production without Django's request machinery, and the Django view
 (``dashboard/extender/views.py``), which serves the same URLs through Django's test client and any stack that
-does not go through ``dashboard.wsgi``. Both answer the same bytes with the same status.
+does not go through ``config.wsgi``. Both answer the same bytes with the same status.
 
 No request transaction and no ORM call: a verb must answer even with PostgreSQL down. The record goes to the
 local spool; an ingester moves it to the database.

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 WSGIApplication = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
-# The same route as dashboard/urls.py's "extender-verb", on the path with its leading slash.
+# The same route as config/urls.py's "extender-verb", on the path with its leading slash.
 _ROUTE = re.compile(rf"/extender/(?P<profile>[^/]+)/(?P<verb>{'|'.join(VERBS)})")
 _STATUS_LINES = {status.value: f"{status.value} {status.phrase}" for status in HTTPStatus}
 # Headers a browser would act on, should one ever load an answer: its type is JSON, never sniffed or framed.

@@ -1,6 +1,6 @@
 """The extender verbs as a Django view: the adapter Django's test client and any non-fast-path stack reach.
 
-In production ``dashboard.wsgi`` answers these URLs before Django (``fast_path.py``); both adapters call
+In production ``config.wsgi`` answers these URLs before Django (``fast_path.py``); both adapters call
 :func:`dashboard.extender.calls.answer_call`, so they answer the same bytes with the same status.
 """
 

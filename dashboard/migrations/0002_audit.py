@@ -1,16 +1,130 @@
 """Audit API: candidate nodes per cycle, the call hash chain, prune checkpoints, node tallies, the auditor group.
 
-Rows recorded before this migration are backfilled with the same functions the ingester uses (pure functions
-of plain values, so this migration does not depend on the current models).
+Rows recorded before this migration are backfilled as the ingester linked and counted calls when it was written. The
+code is frozen here, not imported from ``dashboard.audit.chain`` and ``dashboard.services.node_tallies``: what this
+migration computes must not change when they do. At this point a call has no binary body and no packed JSON (later
+migrations), so its content is its plain columns.
 """
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
+from typing import Any
 
 from django.db import migrations, models
 
-from dashboard.services.audit_chain import CONTENT_FIELDS, GENESIS, call_content, chain_link
-from dashboard.services.node_tallies import NodeCounts, tally_call
-
 CHUNK = 1000
 GIN_INDEX = "cycle_candidate_nodes_gin"
+
+# --- the chain's links, as dashboard.audit.chain computed them for calls without a body -------------------------
+
+GENESIS = "0" * 64
+CONTENT_FIELDS = (
+    "cycle_id",
+    "event_id",
+    "verb",
+    "started_at",
+    "duration_ms",
+    "http_status",
+    "error",
+    "server",
+    "record",
+    "response",
+)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = datetime.resolution
+
+
+def _number(value: float) -> str:
+    if not math.isfinite(value):
+        return json.dumps(value)
+    return "0.0" if value == 0 else repr(value)
+
+
+def _canonical(value: Any, out: list[str]) -> None:
+    # Numbers are written as floats: PostgreSQL's jsonb gives 1e16 back as an integer, SQLite what was written.
+    if value is None:
+        out.append("null")
+    elif value is True or value is False:
+        out.append("true" if value else "false")
+    elif isinstance(value, int):
+        try:
+            out.append(_number(float(value)))
+        except OverflowError:
+            out.append(str(value))
+    elif isinstance(value, float):
+        out.append(_number(value))
+    elif isinstance(value, str):
+        out.append(encode_basestring_ascii(value))
+    elif isinstance(value, datetime):
+        out.append(str((value - _EPOCH) // _MICROSECOND))
+    elif isinstance(value, list | tuple):
+        out.append("[")
+        for index, item in enumerate(value):
+            if index:
+                out.append(",")
+            _canonical(item, out)
+        out.append("]")
+    elif isinstance(value, Mapping):
+        out.append("{")
+        for index, key in enumerate(sorted(value)):
+            if index:
+                out.append(",")
+            out.append(encode_basestring_ascii(str(key)))
+            out.append(":")
+            _canonical(value[key], out)
+        out.append("}")
+    else:
+        raise TypeError(f"cannot hash a {type(value).__name__}")
+
+
+def call_content(values: dict[str, Any]) -> bytes:
+    """Canonical bytes of a call's chained content: its ``CONTENT_FIELDS`` as one mapping, keys sorted."""
+    out: list[str] = []
+    _canonical({name: values[name] for name in CONTENT_FIELDS}, out)
+    return "".join(out).encode("ascii")
+
+
+def chain_link(previous: str, content: bytes) -> str:
+    return hashlib.sha256(previous.encode("ascii") + b"\n" + content).hexdigest()
+
+
+# --- the per-node counts, as dashboard.services.node_tallies counted a call -----------------------------------
+
+
+@dataclass(slots=True)
+class NodeCounts:
+    considered: int = 0
+    filtered_out: int = 0
+    placements: int = 0
+    last_seen_at: datetime | None = None
+
+
+def tally_call(tallies: dict[str, NodeCounts], values: dict[str, Any]) -> None:
+    """What one answered filter or bind adds to the per-node counts (a call is not counted as a placement here)."""
+    verb = values["verb"]
+    if values["http_status"] != 200 or verb not in {"filter", "bind"}:
+        return
+    record = values["record"] or {}
+    touched: list[str] = []
+    if verb == "filter":
+        touched = record.get("nodes", [])
+        for node in touched:
+            tallies.setdefault(node, NodeCounts()).considered += 1
+        for node in record.get("failures", {}):
+            tallies.setdefault(node, NodeCounts()).filtered_out += 1
+    elif not values["error"] and record.get("node"):
+        touched = [record["node"]]
+        tallies.setdefault(record["node"], NodeCounts())
+    at = values["started_at"]
+    for node in touched:
+        tally = tallies[node]
+        if tally.last_seen_at is None or at > tally.last_seen_at:
+            tally.last_seen_at = at
 
 
 def backfill(apps, schema_editor):  # type: ignore[no-untyped-def]
@@ -18,7 +132,7 @@ def backfill(apps, schema_editor):  # type: ignore[no-untyped-def]
     call_model = apps.get_model("dashboard", "VerbCall")
     tally_model = apps.get_model("dashboard", "NodeTally")
 
-    # Candidate nodes: the filter's win over prioritize's, as in dashboard.services.cycle_summary.summarize.
+    # Candidate nodes: the filter's win over prioritize's, as the ingester's cycle summary took them.
     for verb in ("prioritize", "filter"):
         batch = []
         for cycle_id, record in call_model.objects.filter(verb=verb).values_list("cycle_id", "record").iterator(CHUNK):
@@ -131,7 +245,7 @@ class Migration(migrations.Migration):
             field=models.CharField(
                 blank=True,
                 editable=False,
-                help_text="sha256(previous call's chain_hash, this call's content): dashboard.services.audit_chain.",
+                help_text="sha256(previous call's chain_hash, this call's content): dashboard.audit.chain.",
                 max_length=64,
             ),
         ),

@@ -7,7 +7,7 @@ The watcher may see a binding before the verbs' records of that cycle reach the 
 each replica's spool). So :func:`placements_reconcile` runs periodically: it links observations that found no cycle
 yet and re-applies recent ones, which makes the outcome converge whatever the order of arrival. A late call the
 ingester folds into a concluded cycle keeps its node, and the Explained Event is written by whichever of the two
-completes the cycle last (``dashboard.services.observed_binds``).
+completes the cycle last (``dashboard.ingest.observed_binds``).
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ from datetime import UTC, datetime, timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from dashboard import pod_events
+from dashboard.ingest.cycles import lock_pods
+from dashboard.ingest.observed_binds import claim_explanation
 from dashboard.models import Outcome, SchedulingCycle
 from dashboard.placements.models import ObservationKind, PlacementObservation
-from dashboard.services.cycles import lock_pods
 from dashboard.services.node_tallies import tally_placement
-from dashboard.services.observed_binds import claim_explanation
 
 log = logging.getLogger(__name__)
 
@@ -142,9 +143,7 @@ def _apply(observation: PlacementObservation) -> int:
 
 def _explain(cycle_id: int) -> None:
     """Queue the pod's Explained Event (``dashboard.pod_events``): once, by whichever of the watcher and the ingester
-    completed the cycle last (``dashboard.services.observed_binds``)."""
-    from dashboard import pod_events
-
+    completed the cycle last (``dashboard.ingest.observed_binds``)."""
     try:
         pod_events.explained_placement(cycle_id=cycle_id)
     except Exception as exc:  # the placement is recorded; an Event is a courtesy and never fails it

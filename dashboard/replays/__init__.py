@@ -1,1 +1,1 @@
-"""Replays of recorded history under a candidate profile (issue 21): rows, services, selectors, the runner."""
+"""Replays of recorded history under a candidate profile: rows, services, selectors, the runner."""

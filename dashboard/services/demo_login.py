@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Group
 from django.db import transaction
 
-from dashboard.services.auditors import AUDITOR_GROUP
+from dashboard.audit.auditors import AUDITOR_GROUP
 
 DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "demo"  # noqa: S105 - the demo's published login, refused outside the demo

@@ -1,8 +1,8 @@
 """Per-node counts over the retained record (``NodeTally``, ``NodeReasonTally``), so that listing nodes, and why
 they were filtered out, is one indexed read each.
 
-A call adds to the counts when it is chained (``audit_chain``), and the same function takes it off again when it
-is pruned (``retention``): the counts always cover exactly the calls the database still holds. Only answered
+A call adds to the counts when it is chained (``dashboard.audit.chain``), and the same function takes it off again
+when it is pruned (``retention``): the counts always cover exactly the calls the database still holds. Only answered
 filters count: a filter's candidates were *considered*, its failed nodes *filtered out*, each for the reasons its
 plugins gave (one count per node, plugin and reason).
 
@@ -24,6 +24,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Model
 from django.db.models.functions import Greatest
 
+from dashboard.ingest.sanitize import clip
 from dashboard.models import (
     REASON_LIMIT,
     REASON_PLUGIN_LIMIT,
@@ -36,9 +37,6 @@ from dashboard.models import (
     VerbCall,
     shared_part_data,
 )
-from dashboard.services.bulk_upsert import copy_upsert
-from dashboard.services.chain_lock import lock_chain
-from dashboard.services.sanitize import clip
 from dashboard.storage.call_body import body_read
 
 Reasons = dict[tuple[str, str], int]
@@ -173,6 +171,10 @@ def _upsert(table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], c
     if not rows:
         return
     if connection.vendor == "postgresql":
+        # Imported here: the ingest's writes link their calls with dashboard.audit.chain, which counts them with
+        # this module (a cycle at import time).
+        from dashboard.ingest.record_writes import copy_upsert
+
         copy_upsert(table, columns, rows, conflict)
         return
     q = connection.ops.quote_name
@@ -366,6 +368,9 @@ def node_tallies_rebuild() -> int:
     tallies: dict[str, NodeCounts] = {}
     by_day: dict[date, dict[str, NodeCounts]] = {}
     fields = ("verb", "http_status", "error", "record_json", "body", "started_at", "recorded_at")
+    # Imported here: dashboard.audit.chain counts the calls it links with this module (a cycle at import time).
+    from dashboard.audit.chain import lock_chain
+
     with transaction.atomic():
         lock_chain()
         for values in VerbCall.objects.filter(verb__in=["filter", "bind"]).values(*fields).iterator(2000):

@@ -25,11 +25,11 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Model
 from django.utils import timezone
 
+from dashboard.audit.chain import ChainReport, ChainWalk, chain_walk, checkpoint_link
+from dashboard.ingest.record_writes import POSTING_BITS
 from dashboard.models import AuditCheckpoint, NodePosting, SchedulingCycle, VerbCall
 from dashboard.placements.models import PlacementObservation
-from dashboard.services.audit_chain import ChainReport, ChainWalk, chain_walk, checkpoint_link
 from dashboard.services.node_tallies import NodeCounts, tallies_subtract_day, tally_cycles
-from dashboard.services.record_writes import POSTING_BITS
 
 log = logging.getLogger(__name__)
 

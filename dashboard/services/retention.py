@@ -17,10 +17,9 @@ from django.db import connection, transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
+from dashboard.audit.chain import ChainReport, ChainWalk, chain_walk, checkpoint_link, lock_chain
 from dashboard.models import AuditCheckpoint, SchedulingCycle, SharedPart, VerbCall
 from dashboard.placements.models import PlacementObservation
-from dashboard.services.audit_chain import ChainReport, ChainWalk, chain_walk, checkpoint_link
-from dashboard.services.chain_lock import lock_chain
 from dashboard.services.node_tallies import (
     DayTallies,
     NodeCounts,

@@ -19,7 +19,7 @@ what was recorded:
   with the same lists and named in the body by its digest (``shared_parts``).
 
 Binary, the body needs no base64 (unlike packed JSON), and it is a fraction of the packed JSON of the same record
-(``benchmarks/record_path.py`` measures both). The chain seals the body's SHA-256 (``dashboard.services.audit_chain``).
+(``benchmarks/record_path.py`` measures both). The chain seals the body's SHA-256 (``dashboard.audit.chain``).
 
 Decoding never reads the database: the caller passes where a referenced filter call's record (``filter_records``)
 and a shared part's bytes (``shared_parts``) are found.
@@ -318,7 +318,7 @@ def _prioritize_body(
 
 
 class NulInRecordError(ValueError):
-    """A string of the record contains NUL, which PostgreSQL refuses: ``dashboard.services.sanitize`` first."""
+    """A string of the record contains NUL, which PostgreSQL refuses: ``dashboard.ingest.sanitize`` first."""
 
 
 def _has_nul(body: Body) -> bool:
@@ -440,7 +440,7 @@ def _prioritize_record_decode(body: PrioritizeBody, filter_records: FilterRecord
 def body_decode(
     body: bytes, *, filter_records: FilterRecordLookup, shared_parts: SharedPartLookup
 ) -> tuple[dict[str, Any], Any]:
-    """The record (as ``dashboard.services.cycles`` built it from the event) and the answer, from a stored body.
+    """The record (as ``dashboard.ingest.cycles`` built it from the event) and the answer, from a stored body.
 
     ``filter_records``: where the filter call a prioritize body refers to is found; ``shared_parts``: where the
     shared part a filter body names is found."""

@@ -40,6 +40,7 @@ def traffic_source_for(
     url = query.address or settings.PROMETHEUS_URL
     if not url:
         return SyntheticTrafficSource(known_node_names)
+    # Only with a Prometheus to ask: a heavy import the demo's synthetic traffic never needs.
     from scheduler_core.traffic.prometheus import PrometheusTrafficSource
 
     return PrometheusTrafficSource(

@@ -23,8 +23,10 @@ from typing import Any
 import msgspec
 import redis
 
+from dashboard.traffic.clients import keys, verb_client
 from dashboard.traffic.herd import RedisBindLog
 from dashboard.traffic.snapshots import Keys, decode_snapshot
+from dashboard.traffic.sources import traffic_source_for
 from scheduler_core.herd import InMemoryBindLog, RecentBinds
 from scheduler_core.plugins.base import TrafficView
 from scheduler_core.plugins.traffic import NetworkTrafficArgs, TrafficArgs
@@ -272,9 +274,6 @@ def build_inputs(
     horizon = herd_horizon(profiles, refresh)
     if settings.SCHEDLENS_TRAFFIC_BACKEND != "redis":
         return LocalInputs(local_traffic, InMemoryBindLog(horizon, default_decay_seconds=refresh))
-    from dashboard.traffic.clients import keys, verb_client
-    from dashboard.traffic.sources import traffic_source_for
-
     inline = None
     deadline = settings.SCHEDLENS_TRAFFIC_INLINE_FALLBACK_SECONDS
     if deadline > 0:

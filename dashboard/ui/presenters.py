@@ -274,6 +274,12 @@ def supplementary_lines(decision: Decision) -> list[str]:
     return lines
 
 
+def explanation_lines(decision: Decision) -> list[str]:
+    """The decision page's explanation: the summary the audit API serves too, then the page's own sentences."""
+    summary = decision.explanation.summary
+    return [line for line in (summary, *supplementary_lines(decision)) if line]
+
+
 # --- why not -------------------------------------------------------------------------------------------
 
 

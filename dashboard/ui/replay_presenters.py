@@ -1,4 +1,4 @@
-"""What the history-replay pages show (issue 21): a replay in the list, its progress, and its report with the
+"""What the history-replay pages show: a replay in the list, its progress, and its report with the
 figures every statement follows from, the placements chart's series and the links to each changed decision's
 what-if with the candidate's settings filled in.
 

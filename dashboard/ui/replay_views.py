@@ -1,4 +1,4 @@
-"""The history-replay pages (issue 21): start a replay of recorded history under a candidate profile, follow its
+"""The history-replay pages: start a replay of recorded history under a candidate profile, follow its
 progress, read its report. Thin views over ``dashboard.replays`` (services and selectors) and
 ``dashboard.ui.replay_presenters``.
 

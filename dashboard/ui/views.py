@@ -16,10 +16,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from dashboard.filters import CycleFilterSet
 from dashboard.models import NodeMode, Outcome, SchedulingCycle
 from dashboard.selectors import cycle_and_calls, cycle_traffic_terms
 from dashboard.ui import candidate_table, node_selectors, presenters, selectors
-from dashboard.ui.shared import CycleFilterSet, explanation_lines
 from dashboard.ui.whatif import parse_what_if
 from scheduler_core.history_replay.scenarios import recorded_scenario
 from scheduler_core.replay import RecordedInputs, compare, replay
@@ -39,6 +39,7 @@ def _status(configured: selectors.ConfiguredProfiles) -> int:
 
 
 def _filterset(request: HttpRequest) -> CycleFilterSet:
+    # The audit API's FilterSet: a dashboard URL and an API query mean the same rows.
     # The form submits every field; an empty one means "any", not "equal to the empty string".
     params = QueryDict(mutable=True)
     for name, values in request.GET.lists():
@@ -128,7 +129,7 @@ def decision(request: HttpRequest, pk: int) -> HttpResponse:
     context = {
         "d": view,
         "cycle": view.cycle,
-        "explanation": explanation_lines(view),
+        "explanation": presenters.explanation_lines(view),
         "why_not": why,
         "why_not_node": why_not_node,
         "why_not_error": why_error,

@@ -22,7 +22,7 @@ from scheduler_core.answer import DEFAULT_ANSWER_SCALE
 from scheduler_core.record import NODE_CACHE
 from scheduler_core.replay import TRAFFIC_SCORE, RecordedInputs, Scenario
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # for annotations only: fast_replay imports this module
     from scheduler_core.history_replay.fast_replay import Stage
 
 Floats = NDArray[np.float64]

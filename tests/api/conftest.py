@@ -16,9 +16,9 @@ from django.contrib.auth.models import Group, User
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
+from dashboard.audit.auditors import AUDITOR_GROUP, auditor_token_issue
+from dashboard.ingest.cycles import cycles_ingest_events
 from dashboard.models import SchedulingCycle
-from dashboard.services.auditors import AUDITOR_GROUP, auditor_token_issue
-from dashboard.services.cycles import cycles_ingest_events
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import NodeInfo, NodeResourcesSpec, StaticCluster
 from scheduler_core.profiles import load_profiles

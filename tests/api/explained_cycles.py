@@ -30,7 +30,7 @@ from django.db import transaction
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from dashboard.services.cycles import cycles_ingest_events
+from dashboard.ingest.cycles import cycles_ingest_events
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import NodeInfo, NodeResourcesSpec, StaticCluster, normalize_image
 from scheduler_core.herd import InMemoryBindLog

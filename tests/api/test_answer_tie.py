@@ -19,9 +19,9 @@ import pytest
 from django.db import connection
 
 from dashboard.filters import CycleFilterSet
+from dashboard.ingest.cycles import cycles_ingest_events
+from dashboard.ingest.new_calls import build_call
 from dashboard.models import SchedulingCycle
-from dashboard.services.cycles import cycles_ingest_events
-from dashboard.services.new_calls import build_call
 from scheduler_core.answer import preference_tied
 from tests.api.conftest import T0, KubeScheduler
 

@@ -11,8 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection, connections
 
-from dashboard.models import AuditCheckpoint, NodeTally, SchedulingCycle, VerbCall
-from dashboard.services.audit_chain import (
+from dashboard.audit.chain import (
     CONTENT_FIELDS,
     GENESIS,
     _canonical,
@@ -20,7 +19,8 @@ from dashboard.services.audit_chain import (
     call_content,
     chain_link,
 )
-from dashboard.services.cycles import cycles_ingest_events
+from dashboard.ingest.cycles import cycles_ingest_events
+from dashboard.models import AuditCheckpoint, NodeTally, SchedulingCycle, VerbCall
 from dashboard.services.retention import AuditChainBrokenError, cycles_prune
 from dashboard.storage.packed_json import PackedDict, stored_form
 from tests.api.conftest import T0

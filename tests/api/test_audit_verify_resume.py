@@ -12,9 +12,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
+from dashboard.audit.chain import VerificationMovedError, audit_chain_verify, audit_chain_verify_day
+from dashboard.ingest.cycles import cycles_ingest_events
 from dashboard.models import AuditVerification, VerbCall
-from dashboard.services.audit_chain import VerificationMovedError, audit_chain_verify, audit_chain_verify_day
-from dashboard.services.cycles import cycles_ingest_events
 from scheduler_core.record import VerbEvent
 
 pytestmark = pytest.mark.django_db

@@ -108,7 +108,7 @@ def test_no_api_route_has_a_write_handler():
         if view is api_not_found:
             continue  # answers 404 to everything
         if actions is not None:  # a viewset: the methods its router mapped
-            # The one write: starting a history replay (issue 21), which writes nothing but the replay's row.
+            # The one write: starting a history replay, which writes nothing but the replay's row.
             allowed = {"get", "head", "options"} | ({"post"} if route == "api/v1/^replays/$" else set())
             assert set(actions) <= allowed, route
         else:

@@ -3,7 +3,7 @@ from which the audit chain still verifies, taking off the per-node counts exactl
 (``dashboard.services.partitions``).
 
 The calls' partition key is when the ingester stored them, by the database's clock: these tests set that clock
-(``audit_chain._database_now``, read once per ingest under the chain lock) to the day a call would have been stored on,
+(``chain._database_now``, read once per ingest under the chain lock) to the day a call would have been stored on,
 as the server's clock cannot be set back."""
 
 from __future__ import annotations
@@ -14,7 +14,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from dashboard.audit import chain
+from dashboard.audit.chain import audit_chain_verify
 from dashboard.filters import cycles_considering
+from dashboard.ingest.cycles import cycles_ingest_events
 from dashboard.models import (
     AuditCheckpoint,
     NodeDayReasonTally,
@@ -24,9 +27,7 @@ from dashboard.models import (
     SchedulingCycle,
     VerbCall,
 )
-from dashboard.services import audit_chain, partitions, retention
-from dashboard.services.audit_chain import audit_chain_verify
-from dashboard.services.cycles import cycles_ingest_events
+from dashboard.services import partitions, retention
 from dashboard.services.node_tallies import node_tallies_rebuild
 from dashboard.services.partitions import DAYS_AHEAD, day_partitions, partitions_ensure
 from dashboard.services.retention import AuditChainBrokenError, cycles_prune
@@ -58,7 +59,7 @@ def stored_at(monkeypatch):  # type: ignore[no-untyped-def]
     """``stored_at(t)``: the calls ingested from now on are stored at ``t`` by the database's clock."""
 
     def set_clock(at: datetime) -> None:
-        monkeypatch.setattr(audit_chain, "_database_now", lambda: at)
+        monkeypatch.setattr(chain, "_database_now", lambda: at)
 
     return set_clock
 

@@ -209,7 +209,7 @@ def test_export_with_calls_does_not_keep_the_cycles_it_wrote(api, settings, monk
     monkeypatch.setattr(exports, "WRITE_BYTES", 16 * 1024)
     recorded = kube_scheduler.schedule(at=T0, name="web")
     _copies_of(recorded, 99)
-    # A worker collects reference cycles rarely (dashboard.gunicorn_conf.post_worker_init): memory the export
+    # A worker collects reference cycles rarely (config.gunicorn_conf.post_worker_init): memory the export
     # leaves to the collector grows with the rows until then, so here it is not collected at all.
     gc.collect()
     gc.disable()

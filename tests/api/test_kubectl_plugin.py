@@ -20,8 +20,8 @@ import pytest
 import yaml
 from django.db import connection
 
+from dashboard.audit.auditors import auditor_token_issue
 from dashboard.models import VerbCall
-from dashboard.services.auditors import auditor_token_issue
 from tests.api.conftest import NODES, PROFILES, T0
 from tests.faults.services import database_url
 from tests.live_server import LiveServer, free_port

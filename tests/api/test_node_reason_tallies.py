@@ -10,11 +10,11 @@ from importlib import import_module
 
 import pytest
 
+from dashboard.ingest.cycles import cycles_ingest_events, ingest_calls
+from dashboard.ingest.new_calls import build_call
 from dashboard.models import NodeReasonTally, NodeTally, SchedulingCycle, VerbCall
 from dashboard.placements.models import ObservationKind
 from dashboard.placements.services import placements_record
-from dashboard.services.cycles import cycles_ingest_events, ingest_calls
-from dashboard.services.new_calls import build_call
 from dashboard.services.node_tallies import node_tallies_rebuild
 from dashboard.services.retention import cycles_prune
 from scheduler_core.spool_codec import decode_event, encode_event

@@ -7,9 +7,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from dashboard.audit.chain import audit_chain_verify
+from dashboard.ingest.cycles import cycles_ingest_events
 from dashboard.models import SchedulingCycle
-from dashboard.services.audit_chain import audit_chain_verify
-from dashboard.services.cycles import cycles_ingest_events
 from dashboard.tasks import prune_cycles
 from scheduler_core.record import VerbEvent
 

@@ -108,7 +108,7 @@ def test_a_jsonb_column_reads_back_as_the_value_stored(name: str) -> None:
 def test_a_stored_chain_hash_still_links(name: str) -> None:
     """A call's chain hash, computed by the version that stored it, from the columns as the database gives them:
     a changed canonical form would break every chain already stored."""
-    from dashboard.services.audit_chain import call_content, chain_link
+    from dashboard.audit.chain import call_content, chain_link
 
     link = meta(name)
     values: dict[str, Any] = dict(link["values"])

@@ -45,8 +45,8 @@ SCHEDLENS_RULES = frozenset(
     | {("events.k8s.io", "events", "create")}
     | {("schedlens.io", "noderesources", verb) for verb in ("get", "list", "watch")}
 )
-"""Everything schedlens may do in the API (issue 6): read nodes, pods, events and its CRs; create bindings; create
-events.k8s.io Events (issue 18: the ``Explained`` Event on each bound pod)."""
+"""Everything schedlens may do in the API: read nodes, pods, events and its CRs; create bindings; create
+events.k8s.io Events (the ``Explained`` Event on each bound pod)."""
 
 
 def load_documents(path: Path) -> list[Doc]:
@@ -151,6 +151,6 @@ def https_problems(env: dict[str, str]) -> list[str]:
 def known_environment_variables() -> set[str]:
     """Variables schedlens reads (settings, gunicorn config): a deployment setting anything else has a typo."""
     names: set[str] = set()
-    for path in (REPO / "dashboard" / "settings.py", REPO / "dashboard" / "gunicorn_conf.py"):
+    for path in (REPO / "config" / "settings.py", REPO / "config" / "gunicorn_conf.py"):
         names.update(re.findall(r"""(?:env_\w+|os\.environ\.get)\(\s*["']([A-Z_]+)["']""", path.read_text()))
     return names

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.env import pod_host
+from config.env import pod_host
 from tests.deploy.manifests import kubernetes_documents, named
 from tests.deploy.observability import (
     ALERTS,
@@ -407,7 +407,7 @@ def test_a_scrape_by_pod_ip_as_a_service_monitor_sends_it_is_answered(client, se
 
 def test_the_server_starts_its_workers_metrics_afresh(tmp_path, monkeypatch) -> None:
     """A container restarted in its pod finds its last run's files in the emptyDir: gunicorn empties it at start."""
-    from dashboard import gunicorn_conf
+    from config import gunicorn_conf
 
     stale = tmp_path / "counter_4242.db"
     stale.write_bytes(b"old counts")

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def recorder(settings, tmp_path, monkeypatch) -> Iterator[Recorder]:
     use_demo_profiles(settings, tmp_path / "spool")
-    web = runtime_module.Runtime()  # what dashboard/wsgi.py builds in every web process (not started: no threads)
+    web = runtime_module.Runtime()  # what config/wsgi.py builds in every web process (not started: no threads)
     monkeypatch.setattr(runtime_module, "_runtime", web)
     yield Recorder()
     web.spool.close()

@@ -1,4 +1,4 @@
-"""An operator previews a profile change on recorded history (issue 21) in a real headless Chromium: a field error
+"""An operator previews a profile change on recorded history in a real headless Chromium: a field error
 from the form, a replay started with pasted profile YAML, its progress followed by htmx until it is done, the report's
 figures and its placements chart, and a changed decision's what-if with the candidate's settings filled in.
 

@@ -155,7 +155,7 @@ class Process:
 
 
 class Gunicorn(Process):
-    """schedlens under gunicorn as deployed (``dashboard.gunicorn_conf``), ready once ``/readyz`` answers 200."""
+    """schedlens under gunicorn as deployed (``config.gunicorn_conf``), ready once ``/readyz`` answers 200."""
 
     def __init__(
         self,
@@ -171,9 +171,9 @@ class Gunicorn(Process):
         self.ssl_context = ssl_context
         self.url = f"{'https' if ssl_context else 'http'}://127.0.0.1:{self.port}"
         full = {**env, "PORT": str(self.port), "WEB_WORKERS": str(workers), "WEB_THREADS": str(threads)}
-        gunicorn = [str(BIN / "gunicorn"), "--config", "python:dashboard.gunicorn_conf"]
+        gunicorn = [str(BIN / "gunicorn"), "--config", "python:config.gunicorn_conf"]
         gunicorn.append("--no-control-socket")  # gunicorn 25+ would share one at ~/.gunicorn among all servers
-        super().__init__([*gunicorn, "dashboard.wsgi:application"], full, log)
+        super().__init__([*gunicorn, "config.wsgi:application"], full, log)
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 45.0) -> None:
@@ -201,7 +201,7 @@ def manage(args: Sequence[str], env: Mapping[str, str], log: Path) -> Process:
 
 
 def celery_worker(args: Sequence[str], env: Mapping[str, str], log: Path) -> Process:
-    command = [str(BIN / "celery"), "-A", "dashboard", "worker", "--loglevel=INFO", "--without-heartbeat"]
+    command = [str(BIN / "celery"), "-A", "config", "worker", "--loglevel=INFO", "--without-heartbeat"]
     command += ["--without-mingle", "--without-gossip", *args]
     return Process(command, env, log)
 

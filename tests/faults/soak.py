@@ -23,8 +23,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dashboard.audit.chain import audit_chain_verify
 from dashboard.models import SchedulingCycle, VerbCall
-from dashboard.services.audit_chain import audit_chain_verify
 from dashboard.spool import Spool
 from scheduler_core.simulator import make_cluster
 from tests.faults.balancer import RoundRobinBalancer

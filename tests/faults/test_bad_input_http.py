@@ -16,8 +16,8 @@ from collections.abc import Iterator
 import msgspec
 import pytest
 
+from dashboard.ingest.spool_ingest import spool_ingest
 from dashboard.models import VerbCall
-from dashboard.services.spool_ingest import spool_ingest
 from dashboard.spool import Spool
 from scheduler_core.record import VerbEvent
 from scheduler_core.simulator import make_cluster

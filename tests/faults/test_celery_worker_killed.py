@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from celery import Celery
 
-from dashboard.celery import dead_letter_key
+from config.celery import dead_letter_key
 from dashboard.traffic.models import RefreshStatus, TrafficRefresh
 from dashboard.traffic.snapshots import Keys, SnapshotStore, query_to_dict
 from scheduler_core.traffic import TrafficQuery

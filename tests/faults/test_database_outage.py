@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from dashboard.audit.chain import audit_chain_verify
 from dashboard.models import VerbCall
-from dashboard.services.audit_chain import audit_chain_verify
 from dashboard.spool import Spool
 from scheduler_core.simulator import SyntheticCluster
 from tests.faults.load import PacedLoad

@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dashboard.ingest.spool_ingest import spool_ingest
 from dashboard.models import VerbCall
-from dashboard.services.spool_ingest import spool_ingest
 from dashboard.spool import Spool
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import NodeInfo, NodeResourcesSpec, StaticCluster

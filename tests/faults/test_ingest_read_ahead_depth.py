@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from dashboard.ingest.spool_ingest import spool_ingest
 from dashboard.models import VerbCall
-from dashboard.services.spool_ingest import spool_ingest
 from dashboard.spool import Spool
 from scheduler_core.spool_codec import encode_event
 from tests.api.conftest import TRAFFIC, KubeScheduler

@@ -16,8 +16,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from dashboard.ingest.spool_ingest import spool_ingest
 from dashboard.models import Outcome, SchedulingCycle
-from dashboard.services.spool_ingest import spool_ingest
 from dashboard.spool import Spool
 from scheduler_core.simulator import ExtenderClient
 from tests.fake_kube_api import FakeKubeAPI, write_kubeconfig

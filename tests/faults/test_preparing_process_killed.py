@@ -1,4 +1,4 @@
-"""The ingester's preparing processes (``ingest_spool --follow``, ``dashboard.services.call_builders``) killed.
+"""The ingester's preparing processes (``ingest_spool --follow``, ``dashboard.ingest.call_builders``) killed.
 
 A preparing process SIGKILLed (the OOM killer's way) under load: the ingester starts new ones and every record
 still lands once, in the order kube-scheduler made the calls. The ingester itself SIGKILLed: its preparing
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from dashboard.audit.chain import audit_chain_verify
 from dashboard.models import VerbCall
-from dashboard.services.audit_chain import audit_chain_verify
 from dashboard.spool import Spool
 from scheduler_core.simulator import SyntheticCluster
 from tests.faults.load import PacedLoad

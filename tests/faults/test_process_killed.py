@@ -22,8 +22,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from dashboard.ingest.spool_ingest import ANSWER_NOT_CONFIRMED
 from dashboard.models import Outcome, VerbCall
-from dashboard.services.spool_ingest import ANSWER_NOT_CONFIRMED
 from dashboard.spool import Spool
 from scheduler_core.simulator import make_node, make_pod
 from tests.faults.services import Gunicorn, database_url, wait_for

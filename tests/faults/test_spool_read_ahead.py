@@ -10,7 +10,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 
 import pytest
 
-from dashboard.services.spool_read_ahead import SpoolReadAhead
+from dashboard.ingest.spool_read_ahead import SpoolReadAhead
 from dashboard.spool import Spool, SpoolRow
 
 
@@ -42,7 +42,7 @@ def _fails_at_5(rows: list[SpoolRow]) -> list[bytes]:
 
 @pytest.fixture(scope="module")
 def preparing_process() -> Iterator[ProcessPoolExecutor]:
-    # Spawned like dashboard.services.call_builders's (which also sets Django up, not needed by these settles).
+    # Spawned like dashboard.ingest.call_builders's (which also sets Django up, not needed by these settles).
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
         yield pool
 

@@ -4,7 +4,7 @@ the tests read the committed bytes and never run this script (``docs/stored-form
 A form the current code no longer writes was written by the last commit that wrote it, checked out on its own::
 
     git worktree add --detach /tmp/h1/wt-json 73e21e2 && ln -s "$PWD/.venv" /tmp/h1/wt-json/.venv
-    cd /tmp/h1/wt-json && DJANGO_SETTINGS_MODULE=dashboard.settings DATABASE_URL=... \\
+    cd /tmp/h1/wt-json && DJANGO_SETTINGS_MODULE=config.settings DATABASE_URL=... \\
         .venv/bin/python /path/to/tests/golden/make_fixtures.py json /path/to/tests/golden
 
 The script imports its parts from its own folder (``make_fixtures_*.py`` beside it: the inputs, the
@@ -33,7 +33,7 @@ Writers (name: commit, what it wrote):
   (JSON, ``scheduler_core.spool_codec.encode_intent``) and the spool file with the ``bind_intents`` table:
   ``spool/intent_json``, ``spool_files/spool_with_intents``. Written from the working tree itself::
 
-    DJANGO_SETTINGS_MODULE=dashboard.settings .venv/bin/python tests/golden/make_fixtures.py bind-intents /tmp/out
+    DJANGO_SETTINGS_MODULE=config.settings .venv/bin/python tests/golden/make_fixtures.py bind-intents /tmp/out
 
 Each ``<fixture>.json`` beside the bytes says which form and writer, and holds the expected values: the inputs
 (``make_fixtures_inputs.py``), written there by hand and handed to the writer, never the writer's output read
@@ -65,7 +65,7 @@ from make_fixtures_writer import Writer
 
 def main() -> None:
     name, out = sys.argv[1], Path(sys.argv[2]).resolve()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     writer = Writer(name, out)
     {
         "json": write_json,

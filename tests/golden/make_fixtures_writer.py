@@ -160,7 +160,7 @@ class Writer:
 
         django.setup()
         try:  # where the writing commit keeps the chain's canonical content
-            from dashboard.services.audit_chain import call_content, chain_link
+            from dashboard.audit.chain import call_content, chain_link
         except ImportError:  # commits before the audit service was split by concern
             from dashboard.services.audit import call_content, chain_link  # type: ignore[no-redef]
 
@@ -184,7 +184,7 @@ class Writer:
 
 def record_view(expected_event: dict[str, Any]) -> dict[str, Any]:
     """A call's record as a stored body reads back: the record part without its default fields, with the event's
-    node mode and error path (``dashboard.services.cycles``)."""
+    node mode and error path (``dashboard.ingest.cycles``)."""
     verb_part = next(key for key in PART_OF if expected_event[key] is not None)
     record = without_defaults(expected_event[verb_part], PART_OF[verb_part])
     if expected_event["error_path"]:

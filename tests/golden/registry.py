@@ -77,7 +77,7 @@ FIXTURES: dict[str, tuple[str, Any]] = {
     "columns/plain_filter_record.bin": (COLUMN, "plain"),
     "columns/plain_bind_record.bin": (COLUMN, "plain"),
     "columns/plain_bind_answer.bin": (COLUMN, "plain"),
-    # Stored chain hashes (``dashboard.services.audit_chain``).
+    # Stored chain hashes (``dashboard.audit.chain``).
     "audit/link_json_call.sha256": (AUDIT_LINK, "json call"),
     "audit/link_json_bind.sha256": (AUDIT_LINK, "json call"),
     "audit/link_body1_call.sha256": (AUDIT_LINK, "body call"),

@@ -18,8 +18,8 @@ import msgspec
 import pytest
 from prometheus_client import REGISTRY
 
+from dashboard.ingest.spool_ingest import spool_ingest
 from dashboard.models import Outcome, SchedulingCycle, VerbCall
-from dashboard.services.spool_ingest import spool_ingest
 from scheduler_core.binding import BindOutcome
 from scheduler_core.kube_api import KubernetesBinder
 from scheduler_core.spool_codec import decode_event, decode_intent, encode_event

@@ -9,8 +9,8 @@ import uuid
 import msgspec
 import pytest
 
+from dashboard.ingest.spool_ingest import spool_ingest
 from dashboard.models import Outcome, SchedulingCycle, VerbCall
-from dashboard.services.spool_ingest import spool_ingest
 from dashboard.spool import Spool
 from tests.conftest import ingest_everything
 from tests.live_server import LiveServer

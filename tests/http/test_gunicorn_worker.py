@@ -1,4 +1,4 @@
-"""The extender's gunicorn worker (dashboard/gunicorn_worker.py) under real gunicorn, as production runs it.
+"""The extender's gunicorn worker (config/gunicorn_worker.py) under real gunicorn, as production runs it.
 
 A kept-alive connection's next request is served by the thread that answered the previous one when it arrives
 within the linger; everything else behaves as stock gthread: keep-alive beyond the linger, clients that close,
@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from dashboard.gunicorn_worker import linger_ms
+from config.gunicorn_worker import linger_ms
 from tests.http.thread_echo_wsgi import SPREAD
 from tests.live_server import LiveServer
 

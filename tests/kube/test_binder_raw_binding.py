@@ -1,6 +1,6 @@
 """The Binding as the binder posts it: JSON bytes through the client's own pool, with what the generated client sent.
 
-``KubernetesBinder`` no longer goes through ``create_namespaced_pod_binding`` (issue 22: its model objects and
+``KubernetesBinder`` no longer goes through ``create_namespaced_pod_binding`` (its model objects and
 validation cost a fifth of the bind verb). What the generated method did for the request is done here instead, and
 checked against the Kubernetes-shaped server: the authorization (asked for on every request, so a refreshed token is
 used), the client's default headers, the body, and errors read from the answer as before. The outcomes of every

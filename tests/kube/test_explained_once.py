@@ -16,10 +16,10 @@ from django.utils import timezone
 from prometheus_client import REGISTRY
 
 from dashboard import pod_events
+from dashboard.ingest.cycles import cycles_ingest_events
 from dashboard.models import Outcome, SchedulingCycle
 from dashboard.placements.models import PlacementObservation
 from dashboard.placements.pump import PlacementPump
-from dashboard.services.cycles import cycles_ingest_events
 from scheduler_core.kube_api import KubernetesBinder
 from scheduler_core.kube_events import KubernetesEventWriter
 from scheduler_core.kube_watch import Backoff

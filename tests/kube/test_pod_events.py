@@ -174,7 +174,7 @@ def test_turned_off_no_event(api, emitter, kube, settings) -> None:
 def test_simulated_binds_default_to_off(monkeypatch) -> None:
     import importlib
 
-    import dashboard.settings as module
+    import config.settings as module
 
     monkeypatch.setenv("SCHEDLENS_BIND_MODE", "simulated")
     monkeypatch.delenv("SCHEDLENS_POD_EVENTS", raising=False)

@@ -8,8 +8,8 @@ import random
 import msgspec
 import pytest
 
+from dashboard.ingest.cycles import cycles_ingest_events
 from dashboard.models import VerbCall
-from dashboard.services.cycles import cycles_ingest_events
 from scheduler_core.record import VerbEvent
 from tests.perf.test_call_bodies import NOW, cycle_events, demo_extender
 

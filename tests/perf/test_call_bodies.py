@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 from django.db import connection
 
+from dashboard.audit.chain import audit_chain_verify
+from dashboard.ingest import cycles, new_calls
+from dashboard.ingest.cycles import cycles_ingest_events
+from dashboard.ingest.new_calls import record_of
+from dashboard.ingest.sanitize import NAME_LIMIT, NUL_SHOWN
+from dashboard.ingest.spool_ingest import spool_ingest
 from dashboard.models import NodePosting, SchedulingCycle, VerbCall
-from dashboard.services import cycles, new_calls
-from dashboard.services.audit_chain import audit_chain_verify
-from dashboard.services.cycles import cycles_ingest_events
-from dashboard.services.new_calls import record_of
-from dashboard.services.sanitize import NAME_LIMIT, NUL_SHOWN
-from dashboard.services.spool_ingest import spool_ingest
 from dashboard.spool import Spool
 from dashboard.storage.call_body import Body, body_decode, body_encode, body_encode_with_references
 from dashboard.storage.columns import (

@@ -9,9 +9,9 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from dashboard.audit.chain import GENESIS, audit_chain_verify, call_content, chain_link
 from dashboard.filters import cycles_considering
 from dashboard.models import NodePosting, SchedulingCycle, VerbCall
-from dashboard.services.audit_chain import GENESIS, audit_chain_verify, call_content, chain_link
 from dashboard.storage.packed_json import pack
 
 BEFORE = [("dashboard", "0003_verbcall_packed_json")]

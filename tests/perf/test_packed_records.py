@@ -6,10 +6,10 @@ import msgspec
 import pytest
 from django.db import connection
 
+from dashboard.audit.chain import audit_chain_verify
+from dashboard.ingest.cycles import cycles_ingest_events
 from dashboard.models import VerbCall
 from dashboard.selectors import cycles_with_calls
-from dashboard.services.audit_chain import audit_chain_verify
-from dashboard.services.cycles import cycles_ingest_events
 from dashboard.storage.call_body import BODY_FORMAT
 from dashboard.storage.packed_json import PACK_KEY, PackedDict, pack, unpack
 from scheduler_core.binding import SimulatedBinder

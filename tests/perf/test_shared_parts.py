@@ -11,10 +11,10 @@ import pytest
 from django.db import connection
 
 from dashboard import models
+from dashboard.audit.chain import audit_chain_verify
+from dashboard.ingest.cycles import cycles_ingest_events
+from dashboard.ingest.new_calls import record_of
 from dashboard.models import SchedulingCycle, SharedPart, VerbCall, shared_part_data
-from dashboard.services.audit_chain import audit_chain_verify
-from dashboard.services.cycles import cycles_ingest_events
-from dashboard.services.new_calls import record_of
 from dashboard.services.retention import cycles_prune
 from dashboard.storage.call_body import FilterBody, _body_decoder
 from dashboard.storage.shared_parts import MIN_SHARED_BYTES

@@ -101,7 +101,7 @@ def _close_connections(**kwargs: object) -> None:
 @pytest.fixture(scope="session")
 def celery_worker() -> Iterator[object]:
     """A real Celery worker consuming from Redis, in a thread of this process, on a queue of its own."""
-    from dashboard.celery import app
+    from config.celery import app
 
     app.conf.task_default_queue = f"schedlens-test-{uuid.uuid4().hex[:12]}"
     task_postrun.connect(_close_connections, weak=False)

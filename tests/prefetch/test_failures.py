@@ -221,7 +221,7 @@ def worker_with_beat(
     }
     celery = Path(sys.executable).with_name("celery")
     log = (tmp_path / "worker.log").open("ab")
-    command = [str(celery), "-A", "dashboard", "worker", "-B", "--pool=solo", "--loglevel=INFO"]
+    command = [str(celery), "-A", "config", "worker", "-B", "--pool=solo", "--loglevel=INFO"]
     command += ["--without-heartbeat", "--without-mingle", "--without-gossip", "-s", str(tmp_path / "beat-schedule")]
     process = subprocess.Popen(
         command,

@@ -80,7 +80,7 @@ def test_a_refresh_killed_holding_its_lock_blocks_the_next_one_for_its_fetch_dea
 
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
         "REDIS_URL": settings.REDIS_URL,
         "SCHEDLENS_REDIS_PREFIX": redis_prefix,
         "PROMETHEUS_URL": silent_prometheus.url,

@@ -193,7 +193,7 @@ def test_the_beat_schedule_has_one_prefetch_per_distinct_query_every_refresh_int
 
 
 def test_the_celery_app_schedules_the_configured_profiles_queries() -> None:
-    from dashboard.celery import app
+    from config.celery import app
 
     entries = [e for e in app.conf.beat_schedule.values() if e["task"] == PREFETCH_TASK]
     assert [query_from_dict(e["args"][0]) for e in entries] == [TrafficQuery()], "the built-in default profile"

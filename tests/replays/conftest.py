@@ -16,8 +16,8 @@ import msgspec
 import pytest
 from django.core.cache import cache
 
+from dashboard.ingest.cycles import cycles_ingest_events
 from dashboard.models import SchedulingCycle
-from dashboard.services.cycles import cycles_ingest_events
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import StaticCluster
 from scheduler_core.herd import InMemoryBindLog
@@ -135,7 +135,7 @@ def recorded(history: History) -> list[SchedulingCycle]:
 def auditor(db):
     from django.contrib.auth.models import Group, User
 
-    from dashboard.services.auditors import AUDITOR_GROUP
+    from dashboard.audit.auditors import AUDITOR_GROUP
 
     user = User.objects.create_user("ada-auditor")
     user.groups.add(Group.objects.get_or_create(name=AUDITOR_GROUP)[0])
@@ -147,7 +147,7 @@ def api(auditor):
     """An auditor's token client."""
     from rest_framework.test import APIClient
 
-    from dashboard.services.auditors import auditor_token_issue
+    from dashboard.audit.auditors import auditor_token_issue
 
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {auditor_token_issue(username=auditor.username).key}")

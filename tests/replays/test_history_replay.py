@@ -1,4 +1,4 @@
-"""A stretch of recorded history replayed under a candidate profile (issue 21): the recorded profile changes nothing,
+"""A stretch of recorded history replayed under a candidate profile: the recorded profile changes nothing,
 a crafted change changes exactly what it should, computed here from the recorded figures alone."""
 
 from __future__ import annotations

@@ -11,10 +11,10 @@ from django.contrib.auth import authenticate, get_user_model
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
+from dashboard.audit.chain import ChainOriginMismatch, chain_origin_conflict
+from dashboard.ingest.spool_ingest import spool_ingest
 from dashboard.models import ChainOrigin, VerbCall
-from dashboard.services.audit_chain import ChainOriginMismatch, chain_origin_conflict
 from dashboard.services.demo_login import DEMO_PASSWORD, DEMO_USERNAME
-from dashboard.services.spool_ingest import spool_ingest
 from tests.http.conftest import runtime  # noqa: F401  (fixture)
 from tests.http.test_cycle_record import args, call, pod
 

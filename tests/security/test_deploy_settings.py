@@ -106,7 +106,7 @@ def test_behind_tls_cookies_are_secure_and_hsts_is_sent(production: dict[str, st
 
 
 def test_no_secret_has_a_production_value_in_the_code() -> None:
-    settings_source = (REPO / "dashboard" / "settings.py").read_text()
+    settings_source = (REPO / "config" / "settings.py").read_text()
     assert 'SECRET_KEY = env_secret("DJANGO_SECRET_KEY", "django-insecure-' in settings_source, (
         "the only built-in key is the demo one, which check --deploy refuses"
     )

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from dashboard.audit.auditors import auditor_token_issue
+from dashboard.ingest.spool_ingest import spool_ingest
 from dashboard.models import SchedulingCycle
-from dashboard.services.auditors import auditor_token_issue
-from dashboard.services.spool_ingest import spool_ingest
 from dashboard.spool import Spool
 from scheduler_core.simulator import make_cluster
 from tests.faults.conftest import production_environment

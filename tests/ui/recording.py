@@ -15,8 +15,8 @@ from typing import Any
 
 import msgspec
 
+from dashboard.ingest.cycles import cycles_ingest_events
 from dashboard.models import SchedulingCycle
-from dashboard.services.cycles import cycles_ingest_events
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import NodeInfo, NodeResourcesSpec, StaticCluster
 from scheduler_core.profiles import load_profiles

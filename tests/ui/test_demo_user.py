@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth import authenticate
 from django.core.management import CommandError, call_command
 
-from dashboard.services.auditors import AUDITOR_GROUP
+from dashboard.audit.auditors import AUDITOR_GROUP
 from dashboard.ui.middleware import POLICY
 
 pytestmark = pytest.mark.django_db

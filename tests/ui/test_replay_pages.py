@@ -1,4 +1,4 @@
-"""The history-replay pages (issue 21) through Django's test client: the start form (field errors beside their
+"""The history-replay pages through Django's test client: the start form (field errors beside their
 field, never a 500), the list, the progress fragment htmx polls, and a finished replay's report with the numbers it
 follows from and the links to each changed decision's what-if with the candidate's settings.
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from dashboard.services.auditors import AUDITOR_GROUP, auditor_token_issue
+from dashboard.audit.auditors import AUDITOR_GROUP, auditor_token_issue
 
 
 class Command(BaseCommand):

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.services.auditors import AUDITOR_GROUP
+from dashboard.audit.auditors import AUDITOR_GROUP
 from dashboard.services.demo_login import DEMO_PASSWORD, DEMO_USERNAME, DemoLoginRefused, demo_login_ensure
 
 

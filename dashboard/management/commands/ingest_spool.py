@@ -8,9 +8,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections
 
+from dashboard.ingest.call_builders import BrokenProcessPool, start_call_builders
+from dashboard.ingest.spool_ingest import spool_ingest
 from dashboard.management.stop_signals import stop_on_signals
-from dashboard.services.call_builders import BrokenProcessPool, start_call_builders
-from dashboard.services.spool_ingest import spool_ingest
 from dashboard.spool import Spool
 
 

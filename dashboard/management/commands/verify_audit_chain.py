@@ -7,8 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from dashboard.audit.chain import VerificationMovedError, audit_chain_verify, audit_chain_verify_day
 from dashboard.models import VerbCall
-from dashboard.services.audit_chain import VerificationMovedError, audit_chain_verify, audit_chain_verify_day
 
 
 class Command(BaseCommand):

@@ -1,4 +1,4 @@
-"""Who writes a binding's Explained Event is claimed on the observation (``dashboard.services.observed_binds``).
+"""Who writes a binding's Explained Event is claimed on the observation (``dashboard.ingest.observed_binds``).
 The observations already linked to a cycle had theirs settled by the version before: marked so, or the first
 reconcile after the upgrade would explain their cycles again."""
 

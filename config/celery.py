@@ -1,6 +1,6 @@
 """The Celery app: settings under the ``CELERY_`` namespace, tasks autodiscovered, beat schedule from the profiles.
 
-Run ``celery -A dashboard worker`` and ``celery -A dashboard beat`` (see the Makefile and docker-compose.yml).
+Run ``celery -A config worker`` and ``celery -A config beat`` (see the Makefile and docker-compose.yml).
 
 Every task runs through :class:`PoisonGuardTask`: tasks are acknowledged late and given back when their worker
 dies (``CELERY_TASK_REJECT_ON_WORKER_LOST``), so a message that kills its worker every time would be redelivered
@@ -19,7 +19,7 @@ from typing import Any
 import redis
 from celery import Celery, Task
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,8 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
+# The app's modules are imported in the functions that use them: this module is loaded with the settings
+# (config/__init__.py), before Django's apps are.
 def _client() -> redis.Redis:
     from dashboard.traffic.clients import worker_client
 

@@ -15,7 +15,7 @@ import time
 from django.conf import settings
 from django.db import close_old_connections
 
-from dashboard.services.spool_ingest import spool_ingest
+from dashboard.ingest.spool_ingest import spool_ingest
 from dashboard.spool import Spool
 
 log = logging.getLogger(__name__)

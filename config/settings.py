@@ -7,7 +7,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from dashboard.env import env_bool, env_choice, env_float, env_int, env_list, env_str, pod_host
+from config.env import env_bool, env_choice, env_float, env_int, env_list, env_str, pod_host
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("SCHEDLENS_VAR_DIR", str(BASE_DIR / "var")))
@@ -81,8 +81,8 @@ MIDDLEWARE = [
     "dashboard.ui.middleware.ContentSecurityPolicyMiddleware",
 ]
 
-ROOT_URLCONF = "dashboard.urls"
-WSGI_APPLICATION = "dashboard.wsgi.application"
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
 
 TEMPLATES = [
     {
@@ -221,7 +221,7 @@ SCHEDLENS_INGEST_IN_PROCESS = env_bool("SCHEDLENS_INGEST_IN_PROCESS", True)
 SCHEDLENS_INGEST_INTERVAL = env_float("SCHEDLENS_INGEST_INTERVAL", 0.5)
 SCHEDLENS_INGEST_PREPARERS = env_int("SCHEDLENS_INGEST_PREPARERS", 2)
 """Processes preparing batches beside ``ingest_spool --follow``'s writing once it is behind
-(``dashboard.services.call_builders``); 0: always a thread of the ingester (one core's worth)."""
+(``dashboard.ingest.call_builders``); 0: always a thread of the ingester (one core's worth)."""
 SCHEDLENS_INGEST_PREPARE_BACKLOG = env_int("SCHEDLENS_INGEST_PREPARE_BACKLOG", 2000)
 """Records waiting in the spool (~4 batches, a few seconds of a busy scheduler) from which a pass of
 ``ingest_spool --follow`` prepares in those processes: keeping up, a thread costs less CPU than handing batches over,
@@ -311,7 +311,7 @@ CELERY_TASK_DEFAULT_QUEUE = env_str("SCHEDLENS_CELERY_QUEUE", "schedlens")
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # A message whose worker died mid-task is redelivered; one that killed its worker this many times is parked in a
-# dead-letter list in Redis (dashboard/celery.py), not redelivered forever.
+# dead-letter list in Redis (config/celery.py), not redelivered forever.
 SCHEDLENS_CELERY_MAX_DELIVERIES = env_int("SCHEDLENS_CELERY_MAX_DELIVERIES", 3)
 _visibility = env_float("SCHEDLENS_CELERY_VISIBILITY_TIMEOUT_SECONDS", 300.0)
 # Redis gives an unacknowledged message (its whole worker was killed) to another worker after this long: well above
@@ -329,4 +329,4 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # short tasks, one at a time: a slow refresh never holds others back
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TIMEZONE = "UTC"
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}  # filled from the profiles (dashboard/celery.py)
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}  # filled from the profiles (config/celery.py)

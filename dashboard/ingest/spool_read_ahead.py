@@ -2,7 +2,7 @@
 
 Building a batch's calls (decoding records, building bodies) takes longer than writing them (COPY, commit), which
 mostly waits for PostgreSQL. A thread building the next batch keeps the process busy during those waits; a process
-of its own (``dashboard.services.call_builders``) builds beside the writing on another core, and is kept batches
+of its own (``dashboard.ingest.call_builders``) builds beside the writing on another core, and is kept batches
 ahead so that it never waits for the ingester to read the spool. Nothing changes for the records: batches are the
 same rows in the same order, handed over in arrival order, and a row leaves the spool only after its batch
 committed. The spool is read by the ingester's own thread (and its own SQLite connection), as before.

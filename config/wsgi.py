@@ -1,4 +1,4 @@
-"""WSGI entry point (gunicorn ``dashboard.wsgi:application``): the wiring of a web process.
+"""WSGI entry point (gunicorn ``config.wsgi:application``): the wiring of a web process.
 
 The runtime is built here, in each worker after the fork, rather than on the first request: a bad profile file
 then stops the worker at boot (and gunicorn with it) with a message naming profile, plugin and field, and the
@@ -11,7 +11,7 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 django_application = get_wsgi_application()
 
@@ -19,8 +19,8 @@ django_application = get_wsgi_application()
 from django.conf import settings  # noqa: E402
 
 from dashboard.extender.fast_path import ExtenderFastPath  # noqa: E402
+from dashboard.ingest.in_process import ingest_in_background  # noqa: E402
 from dashboard.runtime import get_runtime  # noqa: E402
-from dashboard.services.ingest_in_process import ingest_in_background  # noqa: E402
 
 application = ExtenderFastPath(django_application)
 runtime = get_runtime()

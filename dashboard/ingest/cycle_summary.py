@@ -1,6 +1,6 @@
 """A cycle's columns, derived from its calls whenever one joins it: the calls are the source of truth.
 
-The fold (``dashboard.services.cycles``) calls :func:`summarize` with each call's :class:`Summary` (built with the
+The fold (``dashboard.ingest.cycles``) calls :func:`summarize` with each call's :class:`Summary` (built with the
 new call, or from a stored call's record) after every call it adds, because the next call's match reads the
 cycle's outcome and verbs.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from dashboard.ingest.new_calls import Summary
 from dashboard.models import NodeMode, Outcome, SchedulingCycle
-from dashboard.services.new_calls import Summary
 
 SUMMARY_FIELDS = [
     "pod_namespace",

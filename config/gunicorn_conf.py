@@ -12,8 +12,8 @@ from typing import Any
 bind = f"{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '8000')}"
 # gthread, whose thread waits WEB_KEEPALIVE_LINGER_MS (default 5) for a connection's next request, while no other
 # request waits for a thread, before handing it back to the poller: prioritize follows filter at once
-# (dashboard/gunicorn_worker.py).
-worker_class = "dashboard.gunicorn_worker.LingeringThreadWorker"
+# (config/gunicorn_worker.py).
+worker_class = "config.gunicorn_worker.LingeringThreadWorker"
 workers = int(os.environ.get("WEB_WORKERS", "2"))
 threads = int(os.environ.get("WEB_THREADS", "8"))
 keepalive = 120
@@ -59,7 +59,7 @@ def child_exit(server: object, worker: Any) -> None:
 def post_worker_init(worker: object) -> None:
     """Freeze what the worker built at boot out of the cyclic garbage collector's way.
 
-    By now the worker holds Django, the profiles and the node view (``dashboard.wsgi`` builds the runtime at
+    By now the worker holds Django, the profiles and the node view (``config.wsgi`` builds the runtime at
     import): hundreds of thousands of long-lived objects that every full collection would walk again. A
     1000-node call allocates ~100,000 containers, enough to trigger collections mid-call; with the boot heap
     frozen (``gc.freeze``: moved to a permanent generation, never scanned) a full collection costs what the

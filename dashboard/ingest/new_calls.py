@@ -3,11 +3,11 @@
 Each record becomes a :class:`NewCall` as soon as it is read (its stored body, or JSON, and the few fields the fold
 into cycles needs) and its decoded form is dropped: a batch then holds the stored bytes of its calls, not the
 objects every per-node record decodes to. The dedicated ingester builds them in processes of their own
-(``dashboard.services.call_builders``) and they travel back pickled, hence the compact ``__getstate__``s here.
+(``dashboard.ingest.call_builders``) and they travel back pickled, hence the compact ``__getstate__``s here.
 
 A prioritize body refers to its cycle's filter call (``dashboard.storage.call_body.FilterReference``) instead of
 repeating the filter's per-node data. It is built against the latest filter of the same pod this process saw
-(:data:`recent_filters`); the fold (``dashboard.services.cycles``) checks that this is the cycle's filter and
+(:data:`recent_filters`); the fold (``dashboard.ingest.cycles``) checks that this is the cycle's filter and
 builds it again (:meth:`NewCall.referring_to`) when it is not.
 """
 
@@ -24,8 +24,8 @@ from typing import Any
 import msgspec
 from django.conf import settings
 
+from dashboard.ingest.sanitize import sanitize_for_postgres
 from dashboard.models import VerbCall
-from dashboard.services.sanitize import sanitize_for_postgres
 from dashboard.storage.call_body import (
     EncodedBody,
     FilterReference,
@@ -276,7 +276,7 @@ class NewCall:
         # The failures go as they are: a batch's calls are pickled together, so a mapping that repeats from call to
         # call is written once and received as one object again. A filter's reference is as large as its per-node
         # data, and needed only when a prioritize of the batch referred to another filter: the fold makes it again
-        # from the body then (``dashboard.services.cycles``), as for a stored filter.
+        # from the body then (``dashboard.ingest.cycles``), as for a stored filter.
         # The event would double what travels back; the Event's summary decodes the body instead.
         drop_reference = self.filter_reference is not None and self.body is not None
         return tuple(

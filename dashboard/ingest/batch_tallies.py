@@ -8,12 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import repeat
-from typing import TYPE_CHECKING
 
+from dashboard.ingest.new_calls import NewCall
 from dashboard.services.node_tallies import NodeCounts, Reasons, count_reasons
-
-if TYPE_CHECKING:
-    from dashboard.services.new_calls import NewCall
 
 
 @dataclass

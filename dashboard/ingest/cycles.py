@@ -5,10 +5,10 @@ are correlated here, through the database, never through a process's memory: a `
 for the pod's UID; ``prioritize``, ``bind`` and ``preempt`` join the newest cycle of that UID that lacks
 them. A call that arrives before its ``filter`` opens a cycle the ``filter`` later joins.
 
-The calls come built (``dashboard.services.new_calls``), from the spool (``dashboard.services.spool_ingest``) or
+The calls come built (``dashboard.ingest.new_calls``), from the spool (``dashboard.ingest.spool_ingest``) or
 from events (:func:`cycles_ingest_events`). A batch goes through :func:`ingest_calls`'s steps: lock, drop calls
 already stored, fold the rest into cycles, number the new cycles, write cycles and shared parts, seal each call's
-row into the audit chain and write the rows (``dashboard.services.record_writes``: the only step that differs by
+row into the audit chain and write the rows (``dashboard.ingest.record_writes``: the only step that differs by
 database), update the cycles joined, add node postings and node counts; after the commit, queue the Explained Events
 of the binds, and of the binds the placement watcher observed whose cycle the batch completed.
 """
@@ -25,14 +25,13 @@ import msgspec
 from django.conf import settings
 from django.db import connection, transaction
 
-from dashboard.models import Outcome, SchedulingCycle, VerbCall
-from dashboard.services.audit_chain import ChainAppender, audit_chain_open, call_content
-from dashboard.services.batch_tallies import BatchTallies
-from dashboard.services.cycle_summary import SUMMARY_FIELDS, candidates, summarize
-from dashboard.services.new_calls import EXPLAINED_VERBS, NewCall, Summary, build_call, record_of, when
-from dashboard.services.node_tallies import placed_node
-from dashboard.services.observed_binds import claim_explanation, keep_observed, observed_binds
-from dashboard.services.record_writes import (
+from dashboard import pod_events
+from dashboard.audit.chain import ChainAppender, audit_chain_open, call_content
+from dashboard.ingest.batch_tallies import BatchTallies
+from dashboard.ingest.cycle_summary import SUMMARY_FIELDS, candidates, summarize
+from dashboard.ingest.new_calls import EXPLAINED_VERBS, NewCall, Summary, build_call, record_of, when
+from dashboard.ingest.observed_binds import claim_explanation, keep_observed, observed_binds
+from dashboard.ingest.record_writes import (
     call_row,
     insert_calls,
     insert_cycles,
@@ -41,6 +40,8 @@ from dashboard.services.record_writes import (
     shared_parts_upsert,
     update_cycles,
 )
+from dashboard.models import Outcome, SchedulingCycle, VerbCall
+from dashboard.services.node_tallies import placed_node
 from dashboard.storage.call_body import FilterReference, body_read, filter_reference
 from scheduler_core.record import FilterRecord, VerbEvent
 
@@ -269,7 +270,7 @@ def ingest_calls(calls: Sequence[NewCall]) -> int:
         return 0
     postgres = connection.vendor == "postgresql"
     with transaction.atomic():
-        # Taken first: serializes ingesters, so the hash chain follows id order (dashboard.services.audit_chain).
+        # Taken first: serializes ingesters, so the hash chain follows id order (dashboard.audit.chain).
         chain = audit_chain_open()
         if postgres:
             lock_pods(c.pod_uid for c in ordered)
@@ -357,7 +358,7 @@ class _Observed:
 
 def _observed(fold: _Fold) -> _Observed:
     """Cycles the watcher concluded keep their node, and the Event of those this batch completes is claimed
-    (``dashboard.services.observed_binds``); under the pods' locks, before the cycles and node counts are written."""
+    (``dashboard.ingest.observed_binds``); under the pods' locks, before the cycles and node counts are written."""
     observed = _Observed()
     for pk, observation in observed_binds(fold.touched.values()).items():
         cycle = fold.touched[pk]
@@ -432,8 +433,6 @@ def _explain_binds(batch: _Batch, cycles: Sequence[SchedulingCycle]) -> None:
     binds (demo mode) get none."""
     if not settings.SCHEDLENS_POD_EVENTS or not cycles:
         return
-    from dashboard import pod_events
-
     events = pod_events.emitter()
     if events.unavailable:  # no cluster configured: skip decoding records for nothing, count each Event owed
         for _ in cycles:

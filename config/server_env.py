@@ -9,7 +9,7 @@ defaults. A variable set in the shell always wins; ``SCHEDLENS_VAR_DIR`` set in 
 instead of the last one started.
 
 Plain Python (no Django): ``manage.py`` loads it before the settings, and the scripts write it with
-``python -m dashboard.server_env write "make run"``.
+``python -m config.server_env write "make run"``.
 """
 
 from __future__ import annotations
@@ -111,5 +111,5 @@ def _pointed(root: Path) -> str:
 
 if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[1] != "write":
-        raise SystemExit('usage: python -m dashboard.server_env write "make run"')
+        raise SystemExit('usage: python -m config.server_env write "make run"')
     write(Path(os.environ["SCHEDLENS_VAR_DIR"]), sys.argv[2])

@@ -1,8 +1,8 @@
 """Drain the spool into the database, batch after batch; safe to run from several processes at once.
 
-Each batch goes: read (``dashboard.services.spool_read_ahead``, ahead of the writing) → decode and sanitize each
+Each batch goes: read (``dashboard.ingest.spool_read_ahead``, ahead of the writing) → decode and sanitize each
 record and build its new call (:func:`ready_calls`, in a thread or in builder processes:
-``dashboard.services.call_builders``) → fold into cycles, write and seal (``dashboard.services.cycles``) →
+``dashboard.ingest.call_builders``) → fold into cycles, write and seal (``dashboard.ingest.cycles``) →
 delete the batch's rows from the spool. Rows leave the spool only after their batch committed: a crash in between
 ingests the batch again, which the unique ``event_id`` makes harmless.
 """
@@ -19,11 +19,11 @@ import zstandard
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from dashboard.services.audit_chain import ChainOriginMismatch
-from dashboard.services.cycles import ingest_calls
-from dashboard.services.new_calls import NewCall, build_call
-from dashboard.services.sanitize import sanitize_for_postgres
-from dashboard.services.spool_read_ahead import SpoolReadAhead
+from dashboard.audit.chain import ChainOriginMismatch
+from dashboard.ingest.cycles import ingest_calls
+from dashboard.ingest.new_calls import NewCall, build_call
+from dashboard.ingest.sanitize import sanitize_for_postgres
+from dashboard.ingest.spool_read_ahead import SpoolReadAhead
 from dashboard.spool import Spool, SpoolRow
 from scheduler_core.record import VerbEvent
 from scheduler_core.spool_codec import decode_event

@@ -4,21 +4,21 @@ This is the one step of the ingest that differs by database. On PostgreSQL the n
 calls is one round trip however many there are), with the cycles' ids drawn from their sequence beforehand so that
 calls and postings can point at them; on SQLite, by ``bulk_create``. A new call's row is built once
 (:func:`call_row`), in the names its chain link covers, and only :func:`insert_calls` writes it one way or the other.
+Rows that may exist already (node postings, and the node counts beside them) go in by :func:`copy_upsert`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
 from django.db import connection
 
+from dashboard.audit.chain import CONTENT_FIELDS, STORED_FIELDS
+from dashboard.ingest.new_calls import NewCall
 from dashboard.models import NodePosting, SchedulingCycle, SharedPart, VerbCall
-from dashboard.services.audit_chain import CONTENT_FIELDS, STORED_FIELDS
-from dashboard.services.bulk_upsert import copy_upsert
-from dashboard.services.new_calls import NewCall
 from dashboard.storage.packed_json import stored_form
 
 _CALL_COPY_COLUMNS = (*CONTENT_FIELDS, "body", "chain_hash")
@@ -78,7 +78,7 @@ def update_cycles(cycles: list[SchedulingCycle], fields: Sequence[str]) -> None:
 
 
 def call_row(cycle_id: int, call: NewCall) -> dict[str, Any]:
-    """The row of a new call, in the chain's names (``audit_chain.CONTENT_FIELDS`` and ``body``): what
+    """The row of a new call, in the chain's names (``chain.CONTENT_FIELDS`` and ``body``): what
     ``call_content`` hashes. The caller adds ``chain_hash`` before :func:`insert_calls` writes it."""
     return {
         "cycle_id": cycle_id,
@@ -171,3 +171,24 @@ def postings_add(cycles: Sequence[tuple[int, Sequence[str]]]) -> None:
         ((name, block, format(bits, f"0{POSTING_BITS}b")) for (name, block), bits in sorted(merged.items())),
         f"ON CONFLICT (node, block) DO UPDATE SET bits = {table}.bits | excluded.bits",
     )
+
+
+def copy_upsert(table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], conflict: str) -> None:
+    """PostgreSQL: COPY ``rows`` into a temporary table like ``table``, then one ``INSERT … SELECT … ON CONFLICT``.
+
+    COPY streams thousands of values without building (and quoting, client side) a statement that holds them all.
+    ``conflict`` is the ``ON CONFLICT`` clause; ``table`` and ``columns`` are identifiers from a model. The node
+    counts (``dashboard.services.node_tallies``) are upserted this way too.
+    """
+    q = connection.ops.quote_name
+    staging = q(f"staging_{table}")
+    names = ", ".join(q(c) for c in columns)
+    with connection.cursor() as cursor:
+        cursor.execute(  # the columns' types, without constraints or defaults; once per connection
+            f"CREATE TEMPORARY TABLE IF NOT EXISTS {staging} AS SELECT {names} FROM {q(table)} WITH NO DATA"  # noqa: S608
+        )
+        with cursor.cursor.copy(f"COPY {staging} ({names}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        cursor.execute(f"INSERT INTO {q(table)} ({names}) SELECT {names} FROM {staging} {conflict}")  # noqa: S608
+        cursor.execute(f"TRUNCATE {staging}")
