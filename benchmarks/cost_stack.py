@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import PY, REPO, recreate_database
-from tests.faults.services import Process, free_port
+from tests.support.processes import Process, free_port
 
 # --- processes and their CPU -----------------------------------------------------------------------------------------
 
@@ -91,8 +91,8 @@ def _kind(method: str, path: str) -> str:
 def _kube_api_main(conn: Any) -> None:
     """The child process: a FakeKubeAPI answering over HTTP, driven by commands on ``conn``."""
     sys.path.insert(0, str(REPO))
-    from tests.fake_kube_api import FakeKubeAPI
-    from tests.fake_kube_api.http_handler import RequestHandler
+    from tests.support.fake_kube_api import FakeKubeAPI
+    from tests.support.fake_kube_api.http_handler import RequestHandler
 
     # Its answers are written as headers, then body: without TCP_NODELAY (which Go's net/http server sets, as
     # kube-apiserver is) the body waits for the client's delayed ACK, 40 ms per request.

@@ -41,7 +41,7 @@ class CountApiCases:
     def pytest_configure(self, config: Any) -> None:
         import schemathesis
 
-        import tests.api.test_schema as schema_test
+        import tests.dashboard.api.test_schema as schema_test
 
         schema_test.EXAMPLES_PER_OPERATION = self.examples
         original = schemathesis.Case.call

@@ -104,7 +104,7 @@ def main() -> int:
     django.setup()
     from django.core.management import call_command
 
-    from tests.faults.soak import run_soak
+    from tests.support.soak import run_soak
 
     call_command("migrate", verbosity=0)
     workdir = Path(tempfile.mkdtemp(prefix="schedlens-soak-"))

@@ -22,8 +22,7 @@ from dashboard.spool import Spool
 from scheduler_core.record import VerbEvent
 from scheduler_core.simulator import make_cluster
 from scheduler_core.spool_codec import decode_event
-from tests.faults.conftest import production_environment
-from tests.faults.services import Gunicorn, wait_for
+from tests.support.processes import Gunicorn, production_environment, wait_for
 
 pytestmark = pytest.mark.django_db
 

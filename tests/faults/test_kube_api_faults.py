@@ -20,8 +20,8 @@ from dashboard.models import Outcome, SchedulingCycle
 from dashboard.services.spool_ingest import spool_ingest
 from dashboard.spool import Spool
 from scheduler_core.simulator import ExtenderClient
-from tests.fake_kube_api import FakeKubeAPI, write_kubeconfig
-from tests.faults.services import Gunicorn, wait_for
+from tests.support.fake_kube_api import FakeKubeAPI, write_kubeconfig
+from tests.support.processes import Gunicorn, wait_for
 
 pytestmark = pytest.mark.django_db
 

@@ -25,8 +25,8 @@ from scheduler_core.profiles import load_profiles
 from scheduler_core.traffic import TrafficQuery
 from scheduler_core.verbs import Extender
 from scheduler_core.wire import encode
-from tests.faults.services import PrivateRedis
-from tests.traffic.conftest import NODE_A_ETH0_RATE
+from tests.support.processes import PrivateRedis
+from tests.support.prometheus_data import NODE_A_ETH0_RATE
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.django_db]
 

@@ -17,7 +17,7 @@ from benchmarks.common import REPO
 from benchmarks.cost_driver import Candidates, num_feasible_nodes_to_find
 from benchmarks.cost_per_pod import run_size
 from benchmarks.cost_report import markdown
-from tests.faults.services import database_url
+from tests.support.processes import database_url
 
 
 @pytest.mark.parametrize(
