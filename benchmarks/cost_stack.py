@@ -2,7 +2,7 @@
 
 ``benchmarks/cost_per_pod.py`` charges CPU to every schedlens process as deployed, so it needs the processes
 themselves: gunicorn as ``dashboard/gunicorn_conf.py`` configures it, ``manage.py ingest_spool --follow`` into a
-scratch PostgreSQL database, and the Kubernetes-shaped API server of the tests (``tests/fake_kube_api``) in a child
+scratch PostgreSQL database, and the tests' Kubernetes-shaped API server (``tests/support/fake_kube_api``) in a child
 process of its own. This module starts and stops them (``Stack``, ``KubeAPIProcess``, ``Process``), reads their CPU
 seconds from ``/proc/<pid>/stat`` (``proc_table``, ``descendants``, ``seconds``), and checks afterwards that every
 call sent was stored and the logs are free of exceptions; the client and the phases live in ``cost_driver`` and
@@ -117,7 +117,7 @@ def _kube_api_main(conn: Any) -> None:
 
 
 class KubeAPIProcess:
-    """``tests/fake_kube_api`` in a child process, so its threads share no GIL with the client."""
+    """``tests/support/fake_kube_api`` in a child process, so its threads share no GIL with the client."""
 
     def __init__(self) -> None:
         import multiprocessing

@@ -3,7 +3,7 @@ the snapshots Redis still serves, and both the verbs' records and the refresh ro
 
 A private ``redis-server --maxmemory 1mb --maxmemory-policy noeviction``, filled until it answers OOM; the real
 Prometheus of the traffic tests; the real refresh service and the real Redis-backed verb inputs.
-(Redis killed and restarted empty is ``tests/prefetch/test_failures.py``.)
+(Redis killed and restarted empty is ``tests/dashboard/traffic/test_failures.py``.)
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ write (``database_url``), migrated.
 
 ``replicas`` > 1 is the layout of the StatefulSet (docs/deploy.md): each replica a gunicorn and its own
 ``ingest_spool --follow`` on its own spool, all writing the one database, behind one address that balances per
-connection (``tests/faults/balancer.py``, as a Service does); each load thread holds two keep-alive connections
+connection (``tests/support/balancer.py``, as a Service does); each load thread holds two keep-alive connections
 and takes them in turn, so a pod's calls are answered by different replicas and two ingesters store them. Which
 replica answered a stored call is read from its ``server`` column (``host:pid`` of the gunicorn process that
 answered), matched against the process ids of each replica's gunicorn.

@@ -2,7 +2,7 @@
 
 Static guards over the source (NetBox-style: a new code path that breaks the rule fails the suite) and behaviour
 checks: the admin cannot change or delete a call, staff without the auditor group read nothing, and nobody
-writes through the API. The hash chain itself is verified by ``tests/api/test_audit_chain.py`` and after the
+writes through the API. The hash chain itself is verified by ``tests/dashboard/audit/test_audit_chain.py`` and after the
 fault runs (``tests/faults/test_database_outage.py``, the soak).
 """
 

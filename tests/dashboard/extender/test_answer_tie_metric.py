@@ -1,9 +1,9 @@
 """``schedlens_answer_ties_total``: prioritize answers where rounding to 0..10 erased our preference, counted by the
 web process that answered.
 
-Traffic as in ``tests/api/test_answer_tie.py``, on the ``fixed`` scale (``spread`` keeps 10 for the best node, so it
-never ties a node that scored less): node-1 is busy (final 0); 1.12 and 1.16 MB give finals 72 and 71, both answered
-7; 1.0 and 2.0 MB give 75 and 50, answered 8 and 5.
+Traffic as in ``tests/dashboard/api/test_answer_tie.py``, on the ``fixed`` scale (``spread`` keeps 10 for the best node,
+so it never ties a node that scored less): node-1 is busy (final 0); 1.12 and 1.16 MB give finals 72 and 71, both
+answered 7; 1.0 and 2.0 MB give 75 and 50, answered 8 and 5.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A real Celery worker refreshes snapshots from a real Prometheus into Redis; verbs read them in one round trip.
 
-The expected values are the arithmetic of the series written (see ``tests/traffic/conftest.py``): a counter
+The expected values are the arithmetic of the series written (see ``tests/support/prometheus_data.py``): a counter
 growing at a constant rate gives ``rate * window_seconds`` under ``increase``, counter reset or not.
 """
 

@@ -437,7 +437,7 @@ def test_the_health_page_shows_latency_errors_spool_and_traffic(signed_in, recor
     body = text(response)
     assert re.search(r"<th scope=\"row\">filter</th><td class=\"num\">2</td>", body)
     assert re.search(r'<td class="num error-text">1</td>', body), "the refused filter counts as an error"
-    assert "Spool depth" in body  # its figure: tests/http/test_probes_read_the_spool_backlog.py (needs a runtime)
+    assert "Spool depth" in body  # its figure: tests/dashboard/test_probes_read_the_spool_backlog.py (needs a runtime)
     assert "not configured" in body
     assert '<th scope="row">default</th>' in body
 
