@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 import schemathesis
@@ -25,8 +24,9 @@ from schemathesis.specs.openapi.checks import (
 
 from tests.support.api_client import token_client
 from tests.support.kube_scheduler import NODES, T0
+from tests.support.paths import REPO
 
-COMMITTED = Path(__file__).resolve().parents[3] / "docs" / "openapi.yaml"
+COMMITTED = REPO / "docs" / "openapi.yaml"
 REGENERATE = ".venv/bin/python manage.py spectacular --file docs/openapi.yaml"
 EXAMPLES_PER_OPERATION = 30
 

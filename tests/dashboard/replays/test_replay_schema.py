@@ -4,7 +4,6 @@ test_schema.py`` checks the rest): never a 500, only the documented statuses, bo
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import schemathesis
@@ -23,8 +22,9 @@ from schemathesis.specs.openapi.checks import (
 
 from dashboard.replays.models import HistoryReplay
 from dashboard.replays.services import history_replay_run, history_replay_start
+from tests.support.paths import REPO
 
-COMMITTED = Path(__file__).resolve().parents[3] / "docs" / "openapi.yaml"
+COMMITTED = REPO / "docs" / "openapi.yaml"
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis
@@ -23,9 +22,9 @@ from dashboard.traffic.services import REFRESH_LOCK_MARGIN_SECONDS, refresh_lock
 from dashboard.traffic.snapshots import Keys
 from dashboard.traffic.sources import fetch_deadline_seconds, traffic_source_for
 from scheduler_core.traffic import TrafficQuery
+from tests.support.paths import REPO
 from tests.support.processes import wait_for
 
-REPO = Path(__file__).resolve().parents[3]
 CHILD = """
 import django
 django.setup()
