@@ -40,7 +40,7 @@ def main() -> None:
     args = parser.parse_args()
     variants = [parse_variant(text) for text in args.variant]
 
-    import tests.live_server as live_server
+    import tests.support.live_server as live_server
 
     cluster = make_cluster(args.nodes)
     bodies = Bodies(cluster)

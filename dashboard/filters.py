@@ -3,7 +3,7 @@
 Usable with any queryset, e.g. ``CycleFilterSet(request.GET, queryset=SchedulingCycle.objects.all()).qs``;
 check ``.is_valid()`` / ``.errors`` first to answer a 400 naming the bad field. Every filter is declared: a
 query parameter never becomes an ORM keyword by itself, and a model field without a filter (or an explicit
-exemption in ``tests/api/test_filters.py``) fails the tests.
+exemption in ``tests/dashboard/test_filters.py``) fails the tests.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ object on writing, and the reader decodes a repeated frame once, by its bytes, a
 object on.
 
 Positions are the format: a field added to ``VerbEvent`` goes last, with a default, or records already spooled no
-longer read (``tests/core/test_record_spool.py`` pins the order).
+longer read (``tests/scheduler_core/test_record_spool.py`` pins the order).
 
 A bind intent (``BindIntent``, :func:`encode_intent`) is no verb record: JSON, in the spool's own ``bind_intents``
 table (``dashboard.spool``), never read by the ingester.
@@ -160,7 +160,7 @@ def _event_form(name: str, replaced: dict[str, tuple[Any, Any]]) -> type[msgspec
 
     Made from ``VerbEvent``'s own field list, so a field added there is carried without anyone copying it by hand.
     Records already spooled keep reading only if a new field goes last, with a default (positions are the format);
-    ``tests/core/test_record_spool.py`` pins the order.
+    ``tests/scheduler_core/test_record_spool.py`` pins the order.
     """
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     for info in msgspec.structs.fields(VerbEvent):

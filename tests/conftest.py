@@ -1,28 +1,38 @@
-"""Shared fixtures: the protocol fixtures beside the repo, and a traffic store tests fill by hand."""
+"""Fixtures of the whole suite, and those tests of more than one directory use: the protocol captures, cycles
+recorded like kube-scheduler's, a production-like environment, and a real Prometheus holding counters the tests wrote.
+
+Helpers are in ``tests/support``; a fixture used by one directory only lives in that directory's conftest."""
 
 from __future__ import annotations
 
 import faulthandler
+import json
 import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from scheduler_core.herd import InMemoryBindLog, RecentBinds
-from scheduler_core.plugins.base import TrafficView
-from scheduler_core.profiles import Profile
-from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
-from scheduler_core.traffic.store import TrafficStore
+from scheduler_core.simulator import SyntheticCluster, make_cluster
+from tests.support.kube_scheduler import TRAFFIC, KubeScheduler
+from tests.support.paths import CAPTURES
+from tests.support.processes import free_port, production_environment
+from tests.support.prometheus_data import TrafficData, make_traffic_data
+from tests.support.prometheus_server import (
+    PrometheusServer,
+    PrometheusUnavailable,
+    Series,
+    require_binaries,
+    start_prometheus,
+)
 
-REPO = Path(__file__).resolve().parent.parent
-# CI clones the repo with the project's shared/ folder beside it; SCHEDLENS_SHARED_DIR points elsewhere.
-SHARED = Path(os.environ.get("SCHEDLENS_SHARED_DIR", REPO.parent / "shared"))
-CAPTURES = SHARED / "fixtures" / "kube-scheduler-v1.28.7"
-EXAMPLES = SHARED / "fixtures" / "extender-examples"
+# The explanation property tests' shared helpers are plain modules: have pytest rewrite their asserts too, so a
+# failure shows the values compared.
+pytest.register_assert_rewrite("tests.support.explained_cycles", "tests.support.explanation_checks")
+
 # A `make run` or `make serve` of the checkout names its state directory in var/current, which manage.py follows
 # (config.server_env): the tests' commands and scripts use a root of their own, never the developer's servers.
 TESTS_VAR_ROOT = Path(tempfile.mkdtemp(prefix="schedlens-tests-var-"))
@@ -50,49 +60,75 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     faulthandler.dump_traceback_later(EXIT_DEADLINE_SECONDS, exit=True, file=sys.__stderr__)
 
 
-def traffic_store(
-    bytes_by_node: Mapping[str, float], *, age: float = 0.0, query: TrafficQuery | None = None
-) -> TrafficStore:
-    store = TrafficStore()
-    store.put(TrafficSnapshot(query or TrafficQuery(), dict(bytes_by_node), time.time() - age, "test"))
-    return store
-
-
-class Inputs:
-    """A verb's ``CycleInputs`` over a fixed traffic view and an in-memory bind log (the herd estimate on, as in
-    production); counts how often each call reads."""
-
-    def __init__(self, traffic: TrafficView, binds: InMemoryBindLog) -> None:
-        self.traffic = traffic
-        self.binds = binds
-        self.reads = 0
-
-    def for_call(self, profile: Profile, now: float) -> tuple[TrafficView, RecentBinds]:
-        self.reads += 1
-        return self.traffic, self.binds.recent_binds(now)
-
-    def record_bind(self, *, node: str, pod: str, at: float) -> None:
-        self.binds.record_bind(node=node, pod=pod, at=at)
-
-
 @pytest.fixture
 def captures() -> Path:
     assert CAPTURES.is_dir(), f"the kube-scheduler captures are expected at {CAPTURES}"
     return CAPTURES
 
 
-def ingest_everything(spool, *, deadline_seconds: float = 10.0) -> int:
-    """Drain a spool into the database, waiting for answers still being confirmed (bounded, not a sleep-for-timing).
+# --- cycles recorded like kube-scheduler's (the audit API, the audit chain, the kubectl plugin) -----------------------
 
-    A verb's record is held back until the server confirms the answer was written; that confirmation lands just
-    after the client has read the response, so an ingest right after the last call can find it not yet there.
-    """
-    from dashboard.ingest.spool_ingest import spool_ingest
 
-    moved = spool_ingest(spool=spool)
-    deadline = time.monotonic() + deadline_seconds
-    while spool.depth() and time.monotonic() < deadline:
-        time.sleep(0.01)
-        moved += spool_ingest(spool=spool)
-    assert spool.depth() == 0, "records still unconfirmed after the deadline"
-    return moved
+@pytest.fixture
+def kube_scheduler() -> KubeScheduler:
+    return KubeScheduler(dict(TRAFFIC))
+
+
+# --- a production-like schedlens process (the fault tests, the extender's isolation) ------------------------------
+
+CLUSTER_NODES = 12
+
+
+@pytest.fixture(scope="session")
+def cluster() -> SyntheticCluster:
+    return make_cluster(CLUSTER_NODES)
+
+
+@pytest.fixture
+def cluster_file(tmp_path: Path, cluster: SyntheticCluster) -> Path:
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(cluster.document()))
+    return path
+
+
+@pytest.fixture
+def production_env(tmp_path: Path, cluster_file: Path) -> dict[str, str]:
+    return production_environment(tmp_path, cluster_file)
+
+
+# --- a real Prometheus holding the counters of ``tests/support/prometheus_data.py`` ---------------------------------
+
+
+def _start(series: tuple[Series, ...], workdir: Path) -> PrometheusServer:
+    try:
+        require_binaries()
+        return start_prometheus(series, workdir)
+    except PrometheusUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def traffic_data() -> TrafficData:
+    return make_traffic_data(int(time.time()))
+
+
+@pytest.fixture(scope="session")
+def prometheus_url(traffic_data: TrafficData, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of a Prometheus holding :func:`traffic_data`, shared by the session; tests must not disturb it."""
+    server = _start(traffic_data.series, tmp_path_factory.mktemp("prometheus"))
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture
+def own_prometheus(traffic_data: TrafficData, tmp_path: Path) -> Iterator[PrometheusServer]:
+    """A Prometheus of the test's own, for tests that pause or stop it."""
+    server = _start(traffic_data.series, tmp_path)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def closed_port_url() -> str:
+    """A loopback URL where nothing listens, so connecting is refused at once."""
+    return f"http://127.0.0.1:{free_port()}"

@@ -311,7 +311,7 @@ def in_process(scale: str, run: DemoRun, *, seed_offset: int, interval: float, n
 def demo_history(scale: str, workdir: Path, *, nodes: int) -> dict[str, Tally]:
     """``scripts/run-demo.sh`` with the demo profiles on ``scale``: gunicorn, then ``simulate`` per profile."""
     from scheduler_core.spool_codec import decode_event
-    from tests.live_server import LiveServer
+    from tests.support.live_server import LiveServer
 
     workdir.mkdir(parents=True)
     config = workdir / "profiles.yaml"

@@ -15,7 +15,7 @@ The client does what kube-scheduler v1.28 does for each pod (``pkg/scheduler/sch
 Against the deployed process layout: gunicorn as ``config/gunicorn_conf.py`` configures it (``WEB_WORKERS`` 2 x
 ``WEB_THREADS`` 8, metrics in ``PROMETHEUS_MULTIPROC_DIR``), ``manage.py ingest_spool --follow`` into PostgreSQL,
 ``SCHEDLENS_BIND_MODE=kubernetes`` with a kubeconfig for the Kubernetes-shaped API server of the tests
-(``tests/fake_kube_api``, in a process of its own per stack, holding every pod, answering with TCP_NODELAY as
+(``tests/support/fake_kube_api``, in a process of its own per stack, holding every pod, answering with TCP_NODELAY as
 kube-apiserver does; it also takes the ingester's ``Explained`` Events). The cluster view is the simulator's
 (``SCHEDLENS_CLUSTER_SOURCE=file``), traffic the synthetic source.
 

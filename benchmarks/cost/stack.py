@@ -2,7 +2,7 @@
 
 ``benchmarks/cost`` charges CPU to every schedlens process as deployed, so it needs the processes
 themselves: gunicorn as ``config/gunicorn_conf.py`` configures it, ``manage.py ingest_spool --follow`` into a
-scratch PostgreSQL database, and the Kubernetes-shaped API server of the tests (``tests/fake_kube_api``) in a child
+scratch PostgreSQL database, and the tests' Kubernetes-shaped API server (``tests/support/fake_kube_api``) in a child
 process of its own. This module starts and stops them (``Stack``, ``KubeAPIProcess``, ``Process``), reads their CPU
 seconds from ``/proc/<pid>/stat`` (``proc_table``, ``descendants``, ``seconds``), and checks afterwards that every
 call sent was stored and the logs are free of exceptions; the client and the phases live in ``driver`` and
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import PY, REPO, recreate_database, server_modules
-from tests.faults.services import Process, free_port
+from tests.support.processes import Process, free_port
 
 # --- processes and their CPU -----------------------------------------------------------------------------------------
 
@@ -91,8 +91,8 @@ def _kind(method: str, path: str) -> str:
 def _kube_api_main(conn: Any) -> None:
     """The child process: a FakeKubeAPI answering over HTTP, driven by commands on ``conn``."""
     sys.path.insert(0, str(REPO))
-    from tests.fake_kube_api import FakeKubeAPI
-    from tests.fake_kube_api.http_handler import RequestHandler
+    from tests.support.fake_kube_api import FakeKubeAPI
+    from tests.support.fake_kube_api.http_handler import RequestHandler
 
     # Its answers are written as headers, then body: without TCP_NODELAY (which Go's net/http server sets, as
     # kube-apiserver is) the body waits for the client's delayed ACK, 40 ms per request.
@@ -117,7 +117,7 @@ def _kube_api_main(conn: Any) -> None:
 
 
 class KubeAPIProcess:
-    """``tests/fake_kube_api`` in a child process, so its threads share no GIL with the client."""
+    """``tests/support/fake_kube_api`` in a child process, so its threads share no GIL with the client."""
 
     def __init__(self) -> None:
         import multiprocessing

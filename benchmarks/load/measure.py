@@ -174,7 +174,7 @@ def sustained(
     moves the records into PostgreSQL (an ingester thread inside a web process would share its GIL with the verbs).
     """
     from dashboard.spool import Spool
-    from tests.faults.services import manage
+    from tests.support.processes import manage
 
     url = recreate_database(database)
     migrate(url)

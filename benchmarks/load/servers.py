@@ -20,7 +20,7 @@ from scheduler_core.simulator import SyntheticCluster
 
 
 def start_server(workdir: Path, cluster: SyntheticCluster, *, database_url: str, ingest: bool, floor: bool = False):
-    from tests.live_server import LiveServer
+    from tests.support.live_server import LiveServer
 
     env = server_env(workdir, cluster, database_url=database_url, ingest=ingest)
     if floor:
@@ -54,7 +54,7 @@ class _FloorServer:
     def __init__(self, env: dict[str, str]) -> None:
         import subprocess
 
-        from tests.live_server import free_port
+        from tests.support.processes import free_port
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"

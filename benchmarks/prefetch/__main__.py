@@ -60,7 +60,7 @@ from scheduler_core.traffic import TrafficQuery
 from scheduler_core.traffic.prometheus import PrometheusTrafficSource
 from scheduler_core.traffic.store import TrafficStore
 from scheduler_core.verbs import Extender
-from tests.prometheus_server import Series, start_prometheus
+from tests.support.prometheus_server import Series, start_prometheus
 
 PROFILES = (REPO / "deploy" / "profiles.demo.yaml").read_text()
 STEP = 15

@@ -1,5 +1,6 @@
-"""Fuzz at scale: the verb fuzz (``tests/faults/test_fuzz_verbs.py``) and the audit API's schemathesis run
-(``tests/api/test_schema.py``) with thousands of cases instead of ``make test``'s few hundred, not derandomized.
+"""Fuzz at scale: the verb fuzz (``tests/dashboard/extender/test_fuzz_verbs.py``) and the audit API's schemathesis
+run (``tests/dashboard/api/test_schema.py``) with thousands of cases instead of ``make test``'s few hundred, not
+derandomized.
 
 Every verb case must be answered 200/400/404 (views: 200/400/415) with a consistent answer and a record that
 PostgreSQL stores; every API case must pass schemathesis' checks (no 5xx, documented status codes and content
@@ -38,7 +39,7 @@ class CountApiCases:
     def pytest_configure(self, config: Any) -> None:
         import schemathesis
 
-        import tests.api.test_schema as schema_test
+        import tests.dashboard.api.test_schema as schema_test
 
         schema_test.EXAMPLES_PER_OPERATION = self.examples
         original = schemathesis.Case.call
@@ -70,8 +71,8 @@ def run(verb_examples: int, api_examples: int) -> dict[str, Any]:
             "-q",
             "-p",
             "no:cacheprovider",
-            "tests/faults/test_fuzz_verbs.py",
-            "tests/api/test_schema.py::test_generated_requests_with_an_auditor_token_never_get_a_500",
+            "tests/dashboard/extender/test_fuzz_verbs.py",
+            "tests/dashboard/api/test_schema.py::test_generated_requests_with_an_auditor_token_never_get_a_500",
         ],
         plugins=[api],
     )

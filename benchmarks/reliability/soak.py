@@ -1,7 +1,7 @@
 """Soak: schedlens as deployed under kube-scheduler-like load for minutes, then every call checked in the database.
 
 gunicorn (``--workers`` × 8 threads, DEBUG off) and ``manage.py ingest_spool --follow`` against a fresh PostgreSQL
-database; the simulator's client (``tests/faults/load.py``: one keep-alive connection per thread, filter →
+database; the simulator's client (``tests/support/load.py``: one keep-alive connection per thread, filter →
 prioritize → bind per pod) paced at ``--rate`` pods per second on a bounded schedule that stops by itself after
 ``--minutes``. Memory (RSS of each gunicorn worker and of the ingester) and the spool depth are sampled every
 ``--sample-every`` seconds. Afterwards, once the spool is drained: every answered call must be in the database
@@ -106,7 +106,7 @@ def main() -> int:
     django.setup()
     from django.core.management import call_command
 
-    from tests.faults.soak import run_soak
+    from tests.support.soak import run_soak
 
     call_command("migrate", verbosity=0)
     workdir = Path(tempfile.mkdtemp(prefix="schedlens-soak-"))

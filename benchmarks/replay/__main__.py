@@ -249,7 +249,7 @@ def _write(args: argparse.Namespace, results: list[dict[str, float]]) -> None:
         "  decoded once per digest.",
         "- **replay**: both replays of each cycle (`scheduler_core.history_replay.fast_replay.replay_batch`: numpy",
         "  passes over the cycles that share a shape, giving exactly what `scheduler_core.replay.replay` gives per",
-        "  cycle: `tests/replays/test_fast_replay.py`) and the report.",
+        "  cycle: `tests/scheduler_core/history_replay/test_fast_replay.py`) and the report.",
         "- **read**: Django's two queries per chunk and the rows' transfer, in this process.",
         "",
         *_verdict(results),

@@ -91,7 +91,7 @@ def in_process(node_count: int, pods: int) -> list[tuple[str, str, str, list[flo
 
 
 def over_http(node_count: int, pods: int) -> list[tuple[str, str, str, list[float]]]:
-    from tests.live_server import LiveServer
+    from tests.support.live_server import LiveServer
 
     workdir = Path(tempfile.mkdtemp(prefix="schedlens-bench-http-"))
     cluster = make_cluster(node_count)

@@ -24,7 +24,8 @@ from dashboard.traffic.models import TrafficRefresh
 # DRF's ``Serializer.to_representation`` looks every field of every object up through ``Field.get_attribute``,
 # which also serves dotted sources, callables and mappings: generality an explanation pays for again on each of the
 # dozen figures of each of hundreds of nodes and terms. Each value still goes through its field's own
-# ``to_representation`` (and ``None`` stays ``None``), so the output is DRF's (tests/api/test_plain_serializers.py).
+# ``to_representation`` (and ``None`` stays ``None``), so the output is DRF's
+# (tests/dashboard/api/test_plain_serializers.py).
 # A comment, not a docstring: the schema would give every subclass its text as a description.
 class _PlainSerializer(serializers.Serializer[Any]):
     @cached_property

@@ -1,7 +1,7 @@
 """Read-only views of the audit API: parse, call a selector or service, serialize.
 
 Every viewset is a ``ReadOnlyModelViewSet`` or answers GET only, so a write is a 405 for everyone who may
-read (and a 401/403 for everyone else); ``tests/api/test_auth.py`` checks every route.
+read (and a 401/403 for everyone else); ``tests/dashboard/api/test_auth.py`` checks every route.
 """
 
 from __future__ import annotations

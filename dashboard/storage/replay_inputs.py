@@ -18,7 +18,8 @@ Anything else (a call stored as JSON before migration 0004, a prioritize referri
 column holding non-finite values, nodes unknown to the node cache, …) is read the general way,
 :func:`~dashboard.storage.call_body.body_read` then
 :func:`~scheduler_core.history_replay.recorded_cycles.recorded_cycle_from_records`,
-so every cycle reads the same either way (``tests/replays/test_replay_inputs.py`` checks both against each other).
+so every cycle reads the same either way (``tests/dashboard/replays/test_replay_inputs.py`` checks both against each
+other).
 
 Pure functions of bytes and values: where a shared part's bytes are found is the caller's to say.
 """

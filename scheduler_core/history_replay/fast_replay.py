@@ -2,8 +2,8 @@
 
 :func:`scheduler_core.replay.replay` replays one cycle, node by node; a history replay runs it twice over thousands
 of cycles. :func:`replay_batch` gives the same verdicts, final scores (bit for bit), answers, preferred node and tie
-for cycles that share their shape (:func:`batch_key`), by the same floating-point operations per node, in numpy
-passes over all of them (``tests/replays/test_fast_replay.py`` holds it to that). :func:`outcome_of` and
+for cycles that share their shape (:func:`batch_key`), by the same floating-point operations per node, in numpy passes
+over all of them (``tests/scheduler_core/history_replay/test_fast_replay.py`` holds it to that). :func:`outcome_of` and
 :func:`batch_of` put what the one-by-one replay gave in the same form, for the cycles the arrays cannot hold.
 """
 

@@ -116,7 +116,8 @@ class CycleColumns:
     Built by :func:`columns_from_inputs` from the records, or straight from the stored bodies
     (``dashboard.storage.replay_inputs``); replayed by :func:`~scheduler_core.history_replay.fast_replay.replay_batch`,
     which gives what
-    :func:`scheduler_core.replay.replay` gives for the same records (``tests/replays/test_fast_replay.py``).
+    :func:`scheduler_core.replay.replay` gives for the same records
+    (``tests/scheduler_core/history_replay/test_fast_replay.py``).
     """
 
     shape: CycleShape

@@ -16,9 +16,10 @@ import urllib.request
 from pathlib import Path
 
 from scheduler_core.profiles import load_profiles
-from tests.conftest import REPO
-from tests.fake_kube_api import FakeKubeAPI, write_kubeconfig
-from tests.live_server import free_port, read_until, start_script
+from tests.support.fake_kube_api import FakeKubeAPI, write_kubeconfig
+from tests.support.live_server import read_until, start_script
+from tests.support.paths import REPO
+from tests.support.processes import free_port
 
 SERVING_WITHIN_SECONDS = 180.0
 SERVER_VARIABLES = ("DATABASE_URL", "REDIS_URL", "PROMETHEUS_URL", "KUBECONFIG", "PROMETHEUS_MULTIPROC_DIR")

@@ -28,7 +28,7 @@ from tests.deploy.observability import (
     metric_names,
     parse_duration,
 )
-from tests.prometheus_server import PrometheusUnavailable, require_binaries
+from tests.support.prometheus_server import PrometheusUnavailable, require_binaries
 
 # ----- the rules file and its copies -----
 

@@ -41,7 +41,7 @@ from tests.deploy.observability import (
     metric_names,
     parse_duration,
 )
-from tests.prometheus_server import (
+from tests.support.prometheus_server import (
     PrometheusServer,
     PrometheusUnavailable,
     _escape_label_value,

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
-from tests.live_server import free_port, read_until, start_script
+from tests.support.live_server import read_until, start_script
+from tests.support.paths import REPO
+from tests.support.processes import free_port
 
 SERVING_WITHIN_SECONDS = 120.0
 

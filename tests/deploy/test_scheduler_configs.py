@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from scheduler_core.scheduler_config import kubeconfig_path, render, write
-from tests.conftest import REPO
-from tests.kube.scheduler_standin import interested
+from tests.support.paths import REPO
+from tests.support.scheduler_standin import interested
 
 SHIPPED = sorted((REPO / "deploy").glob("scheduler-config-*.yaml"))
 PLAIN_POD = {"metadata": {"name": "web"}, "spec": {"containers": [{"name": "web", "image": "nginx"}]}}

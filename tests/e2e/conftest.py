@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support.paths import ARTIFACTS
 
 CHROMIUM = Path(os.environ.get("SCHEDLENS_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-ARTIFACTS = REPO / "test-artifacts"
 PASSWORD = "correct horse battery staple"
 
 

@@ -14,8 +14,8 @@ from scheduler_core.binding import SimulatedBinder
 from scheduler_core.herd import InMemoryBindLog
 from scheduler_core.profiles import load_profiles
 from scheduler_core.verbs import Extender
-from tests.conftest import Inputs, traffic_store
-from tests.ui.recording import CLUSTER, PROFILES, TRAFFIC, Recorder, make_pod, use_demo_profiles
+from tests.support.inputs import Inputs, traffic_store
+from tests.support.recording import CLUSTER, PROFILES, TRAFFIC, Recorder, make_pod, use_demo_profiles
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

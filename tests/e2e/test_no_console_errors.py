@@ -20,8 +20,8 @@ from playwright.sync_api import Page, expect
 
 from dashboard.models import SchedulingCycle
 from dashboard.replays.services import history_replay_run, history_replay_start
-from tests.e2e.conftest import ARTIFACTS
-from tests.ui.recording import Recorder, make_pod, use_demo_profiles
+from tests.support.paths import ARTIFACTS
+from tests.support.recording import Recorder, make_pod, use_demo_profiles
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from dashboard.replays.models import HistoryReplay
 from dashboard.replays.services import history_replay_run
-from tests.ui.recording import PROFILES, Recorder, make_pod, use_demo_profiles
+from tests.support.recording import PROFILES, Recorder, make_pod, use_demo_profiles
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

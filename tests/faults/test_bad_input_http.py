@@ -1,10 +1,10 @@
 """Bad input over real HTTP to gunicorn: each answered 4xx naming the problem (never a 5xx), each attempt recorded,
 and each record accepted by the database.
 
-The same inputs decoded in process are ``tests/core/test_wire.py`` and ``tests/http/test_extender_views.py``; what
-only real HTTP shows is here: bodies without a length (chunked), what gunicorn itself refuses before schedlens
-sees it, and that the record of every attempt survives ingest (a NUL byte or a 300-character profile name once
-blocked the ingest of every record behind it).
+The same inputs decoded in process are ``tests/scheduler_core/test_wire.py`` and
+``tests/dashboard/extender/test_extender_views.py``; what only real HTTP shows is here: bodies without a length
+(chunked), what gunicorn itself refuses before schedlens sees it, and that the record of every attempt survives ingest
+(a NUL byte or a 300-character profile name once blocked the ingest of every record behind it).
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from dashboard.spool import Spool
 from scheduler_core.record import VerbEvent
 from scheduler_core.simulator import make_cluster
 from scheduler_core.spool_codec import decode_event
-from tests.faults.conftest import production_environment
-from tests.faults.services import Gunicorn, wait_for
+from tests.support.processes import Gunicorn, production_environment, wait_for
 
 pytestmark = pytest.mark.django_db
 

@@ -24,8 +24,8 @@ import pytest
 from dashboard.models import Outcome, SchedulingCycle, VerbCall
 from dashboard.spool import Spool
 from scheduler_core.simulator import ExtenderClient
-from tests.fake_kube_api import FakeKubeAPI, write_kubeconfig
-from tests.faults.services import Gunicorn, database_url, wait_for
+from tests.support.fake_kube_api import FakeKubeAPI, write_kubeconfig
+from tests.support.processes import Gunicorn, database_url, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -21,8 +21,8 @@ from config.celery import dead_letter_key
 from dashboard.traffic.models import RefreshStatus, TrafficRefresh
 from dashboard.traffic.snapshots import Keys, SnapshotStore, query_to_dict
 from scheduler_core.traffic import TrafficQuery
-from tests.faults.services import PrivateRedis, celery_worker, children, database_url, wait_for
-from tests.prometheus_server import PrometheusServer
+from tests.support.processes import PrivateRedis, celery_worker, children, database_url, wait_for
+from tests.support.prometheus_server import PrometheusServer
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.django_db(transaction=True)]
 

@@ -16,9 +16,9 @@ from dashboard.audit.chain import audit_chain_verify
 from dashboard.models import VerbCall
 from dashboard.spool import Spool
 from scheduler_core.simulator import SyntheticCluster
-from tests.faults.load import PacedLoad
-from tests.faults.services import Gunicorn, database_url, manage, wait_caught_up, wait_for
 from tests.faults.tcp_proxy import TcpProxy
+from tests.support.load import PacedLoad
+from tests.support.processes import Gunicorn, database_url, manage, wait_caught_up, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

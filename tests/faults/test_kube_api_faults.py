@@ -2,8 +2,8 @@
 server, and the record the ingester makes of it.
 
 The binder's own faults one by one (409 same and other node, 404, 429 with Retry-After, 5xx, a slow server, a
-dropped connection) are ``tests/kube/test_binder.py``; a slow binding next to a filter is
-``tests/kube/test_live_server.py``. Here: a binding slower than kube-scheduler's 5 s timeout followed by the
+dropped connection) are ``tests/scheduler_core/test_binder.py``; a slow binding next to a filter is
+``tests/config/test_live_server.py``. Here: a binding slower than kube-scheduler's 5 s timeout followed by the
 retry's 409, and binds for a pod that does not exist or whose UID changed, through the verb over HTTP.
 """
 
@@ -20,8 +20,8 @@ from dashboard.ingest.spool_ingest import spool_ingest
 from dashboard.models import Outcome, SchedulingCycle
 from dashboard.spool import Spool
 from scheduler_core.simulator import ExtenderClient
-from tests.fake_kube_api import FakeKubeAPI, write_kubeconfig
-from tests.faults.services import Gunicorn, wait_for
+from tests.support.fake_kube_api import FakeKubeAPI, write_kubeconfig
+from tests.support.processes import Gunicorn, wait_for
 
 pytestmark = pytest.mark.django_db
 

@@ -17,8 +17,8 @@ from dashboard.audit.chain import audit_chain_verify
 from dashboard.models import VerbCall
 from dashboard.spool import Spool
 from scheduler_core.simulator import SyntheticCluster
-from tests.faults.load import PacedLoad
-from tests.faults.services import Gunicorn, Process, children, database_url, manage, wait_caught_up, wait_for
+from tests.support.load import PacedLoad
+from tests.support.processes import Gunicorn, Process, children, database_url, manage, wait_caught_up, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -3,7 +3,7 @@ the snapshots Redis still serves, and both the verbs' records and the refresh ro
 
 A private ``redis-server --maxmemory 1mb --maxmemory-policy noeviction``, filled until it answers OOM; the real
 Prometheus of the traffic tests; the real refresh service and the real Redis-backed verb inputs.
-(Redis killed and restarted empty is ``tests/prefetch/test_failures.py``.)
+(Redis killed and restarted empty is ``tests/dashboard/traffic/test_failures.py``.)
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from scheduler_core.profiles import load_profiles
 from scheduler_core.traffic import TrafficQuery
 from scheduler_core.verbs import Extender
 from scheduler_core.wire import encode
-from tests.faults.services import PrivateRedis
-from tests.traffic.conftest import NODE_A_ETH0_RATE
+from tests.support.processes import PrivateRedis
+from tests.support.prometheus_data import NODE_A_ETH0_RATE
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.django_db]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.services import database_url
-from tests.faults.soak import run_soak
+from tests.support.processes import database_url
+from tests.support.soak import run_soak
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -23,8 +23,8 @@ from prometheus_client import REGISTRY
 from dashboard import runtime as runtime_module
 from dashboard.spool import Spool
 from scheduler_core.spool_codec import decode_event
-from tests.conftest import traffic_store
-from tests.faults.services import Gunicorn, tmpfs, wait_for
+from tests.support.inputs import traffic_store
+from tests.support.processes import Gunicorn, tmpfs, wait_for
 
 JSON = "application/json"
 

@@ -1,8 +1,8 @@
 """Every golden fixture and the stored form it is of (``docs/stored-formats.md``).
 
 A fixture is bytes some commit wrote (``make_fixtures.py`` says which), beside ``<name>.json``: its form, its writer
-and the values it must read back as. ``tests/core/test_golden_registry.py`` checks that this list and the folder
-agree, and that every form the readers declare they read has a fixture here.
+and the values it must read back as. ``tests/dashboard/storage/test_golden_registry.py`` checks that this list and the
+folder agree, and that every form the readers declare they read has a fixture here.
 """
 
 from __future__ import annotations

@@ -1,0 +1,138 @@
+"""A NodeNames list seen before is answered from memory exactly as a fresh extender answers it."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+
+import msgspec
+import pytest
+
+from scheduler_core.binding import SimulatedBinder
+from scheduler_core.candidates import MAX_LISTS
+from scheduler_core.cluster import StaticCluster
+from scheduler_core.profiles import load_profiles
+from scheduler_core.simulator import make_cluster, make_pod
+from scheduler_core.traffic import TrafficSnapshot
+from scheduler_core.verbs import Extender
+from tests.support.inputs import traffic_store
+
+CLUSTER = make_cluster(60, seed=3)
+PROFILES = load_profiles(
+    (__import__("pathlib").Path(__file__).parents[2] / "deploy" / "profiles.demo.yaml").read_text()
+)
+
+
+[QUERY] = PROFILES["default"].traffic_queries()
+LIMIT_BYTES = 125e6 * 300  # the demo profile's TrafficThreshold: 125 MB/s over 5 minutes
+
+
+def fresh_extender(bytes_by_node: dict[str, float] | None = None) -> Extender:
+    view = StaticCluster.from_document(CLUSTER.document())
+    # Every seventh node over the threshold, so the filter fails some nodes for traffic and some for resources.
+    default = {name: LIMIT_BYTES * (i % 7) / 5.5 for i, name in enumerate(CLUSTER.node_names)}
+    traffic = traffic_store(default if bytes_by_node is None else bytes_by_node, query=QUERY)
+    return Extender(PROFILES, cluster=view, traffic=traffic, binder=SimulatedBinder())
+
+
+def body(pod: dict, names: list[str]) -> bytes:
+    return msgspec.json.encode({"Pod": pod, "Nodes": None, "NodeNames": names})
+
+
+def answers(extender: Extender, verb: str, bodies: list[bytes]) -> list[tuple[int, bytes]]:
+    return [(r.status, r.body) for r in (getattr(extender, verb)("default", b) for b in bodies)]
+
+
+@pytest.mark.parametrize("verb", ["filter", "prioritize"])
+def test_repeated_and_many_distinct_lists_get_the_answers_a_fresh_extender_gives(verb: str) -> None:
+    rng = random.Random(5)
+    lists = [rng.sample(CLUSTER.node_names, rng.randint(2, 40)) for _ in range(MAX_LISTS + 8)]
+    pods = [make_pod(rng) for _ in range(3 * len(lists))]
+    # Each list three times, spread out, and more distinct lists than the memo keeps.
+    bodies = [body(pod, lists[i % len(lists)]) for i, pod in enumerate(pods)]
+    remembering = fresh_extender()
+
+    got = answers(remembering, verb, bodies)
+
+    expected = [answers(fresh_extender(), verb, [b])[0] for b in bodies]
+    assert got == expected
+    assert all(status == 200 for status, _ in got)
+    if verb == "filter":
+        assert any(b"receive rate above" in answer for _, answer in got), "traffic fails some nodes"
+
+
+def test_a_refused_list_is_refused_again_with_the_same_path_after_a_good_one() -> None:
+    extender = fresh_extender()
+    pod = make_pod(random.Random(1))
+    good, bad = ["node-001", "node-002"], ["node-001", "node-002", "node-001"]
+    for names in (good, bad, good, bad):
+        result = extender.filter("default", body(pod, names))
+        if names is bad:
+            assert result.status == 400
+            assert json.loads(result.body)["path"] == "$.NodeNames[2]"
+        else:
+            assert result.status == 200
+
+
+def test_the_same_list_with_other_whitespace_or_a_wrong_shape_is_still_checked() -> None:
+    extender = fresh_extender()
+    pod = msgspec.json.encode(make_pod(random.Random(2)))
+    spaced = b'{"Pod":' + pod + b',"Nodes":null,"NodeNames":[ "node-001" , "node-002" ]}'
+    packed = b'{"Pod":' + pod + b',"Nodes":null,"NodeNames":["node-001","node-002"]}'
+    numbers = b'{"Pod":' + pod + b',"Nodes":null,"NodeNames":["node-001",2]}'
+    assert extender.filter("default", packed).body == extender.filter("default", spaced).body
+    refused = extender.filter("default", numbers)
+    assert refused.status == 400
+    assert json.loads(refused.body)["path"] == "$.NodeNames[1]"
+
+
+def test_a_new_traffic_snapshot_changes_the_next_answer_for_the_same_list() -> None:
+    names = CLUSTER.node_names[:12]
+    quiet = dict.fromkeys(CLUSTER.node_names, 1e6)
+    extender = fresh_extender(quiet)
+    request = body(make_pod(random.Random(4)), names)
+    before = json.loads(extender.filter("default", request).body)
+    assert "receive rate" not in json.dumps(before)
+
+    busy = {**quiet, names[0]: 2 * LIMIT_BYTES}
+    extender.traffic.put(TrafficSnapshot(QUERY, busy, time.time(), "test"))  # type: ignore[attr-defined]
+    after = json.loads(extender.filter("default", request).body)
+
+    assert names[0] not in (after["NodeNames"] or [])
+    assert (
+        "receive rate above"
+        in {**(after["FailedNodes"] or {}), **(after["FailedAndUnresolvableNodes"] or {})}[names[0]]
+    )
+    assert json.loads(fresh_extender(busy).filter("default", request).body) == after
+
+
+def test_pods_asking_for_different_resources_in_turn_reuse_each_filter_outcome(monkeypatch) -> None:
+    """One outcome per combination of verdicts, kept side by side: alternating pods do not work it out again."""
+    from scheduler_core import engine
+
+    worked_out: list[int] = []
+    original = engine._outcome
+
+    def counting(names, judged):  # type: ignore[no-untyped-def]
+        worked_out.append(len(names))
+        return original(names, judged)
+
+    monkeypatch.setattr(engine, "_outcome", counting)
+    names = CLUSTER.node_names[:40]
+    kinds = []  # a pod asking for no extended resource, one for a GPU, one for NIC bandwidth
+    for resource in (None, "example.com/gpu", "example.com/nic-bandwidth"):
+        pod = make_pod(random.Random(9))
+        requests = pod["spec"]["containers"][0]["resources"]["requests"]
+        requests.pop("example.com/gpu", None)
+        requests.pop("example.com/nic-bandwidth", None)
+        if resource:
+            requests[resource] = "1"
+        kinds.append(body(pod, names))
+    extender = fresh_extender()
+
+    got = [extender.filter("default", kinds[i % 3]).body for i in range(30)]
+
+    assert len(worked_out) == 3, "each combination of verdicts worked out once"
+    assert len(set(got)) == 3, "the three pods get three different answers"
+    assert got == [answers(fresh_extender(), "filter", [kinds[i % 3]])[0][1] for i in range(30)]
