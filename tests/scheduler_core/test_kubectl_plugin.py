@@ -22,7 +22,6 @@ from django.db import connection
 
 from dashboard.audit.auditors import auditor_token_issue
 from dashboard.models import VerbCall
-from dashboard.audit.auditors import auditor_token_issue
 from tests.support.kube_scheduler import NODES, PROFILES, T0
 from tests.support.live_server import LiveServer
 from tests.support.processes import database_url, free_port

@@ -12,10 +12,8 @@ from datetime import UTC, datetime, timedelta
 
 import msgspec
 
-from dashboard.audit.auditors import AUDITOR_GROUP, auditor_token_issue
 from dashboard.ingest.cycles import cycles_ingest_events
 from dashboard.models import SchedulingCycle
-from dashboard.ingest.cycles import cycles_ingest_events
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import NodeInfo, NodeResourcesSpec, StaticCluster
 from scheduler_core.profiles import load_profiles

@@ -18,7 +18,6 @@ from rest_framework.test import APIClient
 
 from dashboard.audit.auditors import AUDITOR_GROUP
 from dashboard.models import SchedulingCycle, VerbCall
-from dashboard.audit.auditors import AUDITOR_GROUP
 from tests.support.kube_scheduler import T0
 from tests.support.paths import REPO
 

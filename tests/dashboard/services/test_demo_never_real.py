@@ -15,7 +15,6 @@ from dashboard.audit.chain import ChainOriginMismatch, chain_origin_conflict
 from dashboard.ingest.spool_ingest import spool_ingest
 from dashboard.models import ChainOrigin, VerbCall
 from dashboard.services.demo_login import DEMO_PASSWORD, DEMO_USERNAME
-from dashboard.ingest.spool_ingest import spool_ingest
 from tests.support.extender_requests import args, call, pod
 
 pytestmark = pytest.mark.django_db
