@@ -1,5 +1,6 @@
 """The replays' part of the committed OpenAPI schema holds up against generated requests
-(as ``tests/dashboard/api/test_schema.py`` checks the rest): never a 500, only the documented statuses, bodies as documented."""
+(as ``tests/dashboard/api/test_schema.py`` checks the rest): never a 500,
+only the documented statuses, bodies as documented."""
 
 from __future__ import annotations
 
