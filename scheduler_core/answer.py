@@ -13,7 +13,7 @@ Two scales, chosen per profile (``answer.scale``):
 
   Min–max alone is not enough: the candidates' finals usually span most of 0..100 already (a busy node scores near
   0), so min–max changes little, and with dozens of candidates several sit within a few points of the best
-  (``benchmarks/answer_scale.py``).
+  (``benchmarks/answer_scale``).
 
 Both round the final score as recorded (4 decimals), so whoever recomputes an answer from the record gets the
 answered value.
@@ -35,7 +35,7 @@ Floats = NDArray[np.float64]
 AnswerScale = Literal["fixed", "spread"]
 ANSWER_SCALES: tuple[str, ...] = get_args(AnswerScale)
 DEFAULT_ANSWER_SCALE: AnswerScale = "spread"
-"""Chosen from ``benchmarks/answer_scale.py`` (how often our preferred node ties with another): see docs."""
+"""Chosen from ``benchmarks/answer_scale`` (how often our preferred node ties with another): see docs."""
 _EPSILON = 1e-9
 """Absorbs float noise at .5: 28.57 → 2.857 → 3, and 25.0 → 2.5 → 3 even if the division lands a hair below."""
 

@@ -272,7 +272,7 @@ def encode_event(event: VerbEvent) -> bytes:
 
     A call with a per-node record (filter, prioritize, preempt) is written in :data:`SPOOL_FRAMED` form: its
     thousands of floats are copied as 8 bytes each instead of being formatted as decimal text, and compressed; the
-    frames that repeat from call to call are compressed once (``benchmarks/record_encode.py`` measures it). Other
+    frames that repeat from call to call are compressed once (``benchmarks/verbs/record_encode.py`` measures it). Other
     calls (bind, refusals) stay JSON, readable.
 
     A prioritize's answer, a large share of its record, is left out when it is derived from the record

@@ -19,7 +19,7 @@ what was recorded:
   with the same lists and named in the body by its digest (``shared_parts``).
 
 Binary, the body needs no base64 (unlike packed JSON), and it is a fraction of the packed JSON of the same record
-(``benchmarks/record_path.py`` measures both). The chain seals the body's SHA-256 (``dashboard.audit.chain``).
+(``benchmarks/record`` measures what is stored). The chain seals the body's SHA-256 (``dashboard.audit.chain``).
 
 Decoding never reads the database: the caller passes where a referenced filter call's record (``filter_records``)
 and a shared part's bytes (``shared_parts``) are found.
@@ -474,7 +474,7 @@ def body_decode(
 
 def body_referring_to(body: bytes, event_ids: Mapping[str, str]) -> bytes:
     """``body`` with its reference to a filter call (a prioritize's) renamed by ``event_ids`` (old → new); other
-    bodies as they are. For copies of whole cycles under new event ids (``benchmarks/dashboard.py``), never for
+    bodies as they are. For copies of whole cycles under new event ids (``benchmarks/dashboard/history.py``), never for
     recorded ones."""
     decoded = _body_decoder.decode(decompressor().decompress(body[1:]))
     if decoded.prioritize is None or decoded.prioritize.filter_event not in event_ids:
