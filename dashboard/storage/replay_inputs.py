@@ -53,7 +53,7 @@ from scheduler_core.history_replay.recorded_cycles import (
     recorded_cycle_from_records,
 )
 from scheduler_core.lru import LRU
-from scheduler_core.record import NODE_CACHE
+from scheduler_core.record import FILTER, NODE_CACHE, PRIORITIZE
 from scheduler_core.replay import TRAFFIC_SCORE
 
 PARTS_KEPT = 64
@@ -215,11 +215,11 @@ class CycleReader:
         page and the API explain it."""
         latest: dict[str, Call] = {}
         for call in row.calls:
-            if call[1] == 200 and call[0] in ("filter", "prioritize"):
+            if call[1] == 200 and call[0] in (FILTER, PRIORITIZE):
                 latest[call[0]] = call
         started = row.started_at.isoformat() if row.started_at is not None else ""
         cycle = RecordedCycle(row.cycle_id, started, row.pod_namespace, row.pod_name, row.profile, row.preferred_node)
-        filter_call, prioritize_call = latest.get("filter"), latest.get("prioritize")
+        filter_call, prioritize_call = latest.get(FILTER), latest.get(PRIORITIZE)
         if filter_call is None and prioritize_call is None:
             cycle.skipped = "no filter or prioritize record (the cycle never reached our plugins)"
             return cycle

@@ -14,6 +14,7 @@ from typing import Any
 from dashboard.models import Outcome, SchedulingCycle, VerbCall
 from scheduler_core.explain import Explanation, NodeExplanation, contribution, explain
 from scheduler_core.figures import TrafficFigures
+from scheduler_core.record import FILTER, PRIORITIZE
 from scheduler_core.traffic_terms import TrafficTerms
 from scheduler_core.units import human_bytes
 
@@ -142,7 +143,7 @@ def build_decision(
     by_verb: dict[str, VerbCall] = {}
     for call in calls:
         by_verb[call.verb] = call
-    filter_call, prioritize_call = by_verb.get("filter"), by_verb.get("prioritize")
+    filter_call, prioritize_call = by_verb.get(FILTER), by_verb.get(PRIORITIZE)
     fr = filter_call.record if filter_call is not None and filter_call.http_status == 200 else None
     pr = prioritize_call.record if prioritize_call is not None and prioritize_call.http_status == 200 else None
     fr = fr if fr and "nodes" in fr else None

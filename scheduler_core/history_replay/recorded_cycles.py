@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from scheduler_core.answer import DEFAULT_ANSWER_SCALE
-from scheduler_core.record import NODE_CACHE
+from scheduler_core.record import FILTER, NODE_CACHE
 from scheduler_core.replay import TRAFFIC_SCORE, RecordedInputs, Scenario
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ class CycleColumns:
         """Cycles of one shape with the same key read the same traffic figures
         (:func:`~scheduler_core.history_replay.fast_replay._traffic_arrays`)."""
         if self.raw_is_filter:
-            return ("filter",)
+            return (FILTER,)
         if self.traffic_raw is None:
             return ("none", self.has_traffic_plugin)
         return ("own", id(self))
