@@ -53,8 +53,8 @@ from scheduler_core.history_replay.recorded_cycles import (
     recorded_cycle_from_records,
 )
 from scheduler_core.lru import LRU
+from scheduler_core.plugins.traffic import NetworkTraffic
 from scheduler_core.record import FILTER, NODE_CACHE, PRIORITIZE
-from scheduler_core.replay import TRAFFIC_SCORE
 
 PARTS_KEPT = 64
 """Decoded shared parts a reader keeps (by digest): one per snapshot and kind of pod in the stretch replayed."""
@@ -382,7 +382,7 @@ class CycleReader:
             if plugin.name == NODE_CACHE:
                 raise _Unsupported("nodes unknown to the node cache")
             weights.append((plugin.name, plugin.weight))
-            is_traffic = plugin.name == TRAFFIC_SCORE
+            is_traffic = plugin.name == NetworkTraffic.name
             scores: np.ndarray | None = None
             if not is_traffic or (raw_column is not None and raw_column.kind == SAME_AS_SCORES):
                 scores = _column(scores_column, sent)
