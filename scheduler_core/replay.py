@@ -31,12 +31,12 @@ from scheduler_core.engine import round4
 from scheduler_core.plugins.base import NEUTRAL_SCORE
 from scheduler_core.plugins.traffic import (
     DEFAULT_MAX_BYTES_PER_SECOND,
-    DEFAULT_WINDOW_MINUTES,
     NetworkTraffic,
     TrafficThreshold,
     traffic_scores,
 )
 from scheduler_core.record import NODE_CACHE, FilterRecord, PrioritizeRecord
+from scheduler_core.traffic import DEFAULT_WINDOW_MINUTES
 from scheduler_core.traffic_terms import window_seconds
 from scheduler_core.units import human_rate
 

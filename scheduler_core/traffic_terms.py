@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler_core.plugins.traffic import DEFAULT_WINDOW_MINUTES, STALE_REASON, NetworkTraffic, TrafficThreshold
+from scheduler_core.plugins.traffic import STALE_REASON, NetworkTraffic, TrafficThreshold
+from scheduler_core.traffic import DEFAULT_WINDOW_MINUTES
 
 TRAFFIC_PLUGINS = (NetworkTraffic.name, TrafficThreshold.name)
 """Whose args a profile's traffic is read with: the score plugin's, else the filter's, as the engine reads them

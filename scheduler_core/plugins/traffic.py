@@ -27,14 +27,21 @@ from scheduler_core.plugins.base import (
     candidate_positions,
     shared_column,
 )
-from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
+from scheduler_core.traffic import (
+    DEFAULT_DEVICE_NAME,
+    DEFAULT_NODE_LABEL,
+    DEFAULT_QUERY_MODE,
+    DEFAULT_WINDOW_MINUTES,
+    QueryMode,
+    TrafficQuery,
+    TrafficSnapshot,
+)
 from scheduler_core.units import human_rate
 
 Floats = NDArray[np.float64]
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _name = attrgetter("name")
-DEFAULT_WINDOW_MINUTES = 5
 DEFAULT_MAX_STALENESS_SECONDS = 120.0
 DEFAULT_MAX_BYTES_PER_SECOND = 125_000_000.0
 STALE_REASON = "metrics stale"
@@ -47,10 +54,10 @@ class TrafficArgs(PluginArgs):
 
     address: str = ""
     """Prometheus URL; empty uses ``PROMETHEUS_URL`` or, without it, the embedded synthetic source."""
-    device_name: str = "eth0"
+    device_name: str = DEFAULT_DEVICE_NAME
     time_range_in_minutes: int = DEFAULT_WINDOW_MINUTES
-    node_label: str = "kubernetes_node"
-    query_mode: Literal["increase", "sum_over_time"] = "increase"
+    node_label: str = DEFAULT_NODE_LABEL
+    query_mode: QueryMode = DEFAULT_QUERY_MODE
     max_staleness_seconds: float = DEFAULT_MAX_STALENESS_SECONDS
     """Older snapshots count as missing: scheduling on minutes-old traffic is worse than not using it."""
     missing_policy: Literal["neutral", "fail"] = "neutral"
