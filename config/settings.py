@@ -288,7 +288,8 @@ SCHEDLENS_REPLAY_RUNNER = env_choice(
 """Who runs a history replay started from the dashboard or the API (``dashboard.replays``): ``celery`` (a task
 queued when the row is committed; the default when REDIS_URL is set), ``process`` (``manage.py run_replays``, a
 small loop claiming queued rows; ``make run`` starts it), ``none`` (nothing: a test or an operator runs it)."""
-SCHEDLENS_REPLAY_QUEUE = env_str("SCHEDLENS_REPLAY_QUEUE", env_str("SCHEDLENS_CELERY_QUEUE", "schedlens"))
+_CELERY_QUEUE = env_str("SCHEDLENS_CELERY_QUEUE", "schedlens")
+SCHEDLENS_REPLAY_QUEUE = env_str("SCHEDLENS_REPLAY_QUEUE", _CELERY_QUEUE)
 """The Celery queue replays are sent to: the traffic refreshes' by default (a replay then holds one of the worker's
 processes while it runs); another one keeps them apart, with a worker of its own (``celery … worker -Q <queue>``)."""
 SCHEDLENS_REPLAY_MAX_CYCLES = env_int("SCHEDLENS_REPLAY_MAX_CYCLES", 2_000_000)
@@ -307,7 +308,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = None
 CELERY_BROKER_URL = REDIS_URL
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None  # keep reconnecting while Redis is down; refreshes resume after
-CELERY_TASK_DEFAULT_QUEUE = env_str("SCHEDLENS_CELERY_QUEUE", "schedlens")
+CELERY_TASK_DEFAULT_QUEUE = _CELERY_QUEUE
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # A message whose worker died mid-task is redelivered; one that killed its worker this many times is parked in a

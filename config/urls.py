@@ -3,10 +3,11 @@ from django.urls import include, path, re_path
 
 from dashboard import health, metrics
 from dashboard.extender import views as extender
+from dashboard.extender.calls import VERB_ROUTE
 
 urlpatterns = [
     re_path(
-        r"^extender/(?P<profile>[^/]+)/(?P<verb>filter|prioritize|bind|preempt)$",
+        f"^{VERB_ROUTE}$",
         extender.verb,
         name="extender-verb",
     ),

@@ -20,6 +20,7 @@ from dashboard.runtime import configured_profiles
 from scheduler_core.explain import Explanation, explain, explain_summary
 from scheduler_core.profiles import ProfileError
 from scheduler_core.recompute import Mismatch, recompute_explanation
+from scheduler_core.record import FILTER, PRIORITIZE
 from scheduler_core.traffic_terms import TrafficTerms, terms_of
 
 
@@ -89,8 +90,8 @@ def cycle_explanation(*, cycle: SchedulingCycle) -> Explanation:
 def records_explanation(*, records: Mapping[str, Any], chosen_node: str, error: str, profile: str) -> Explanation:
     """Explain a cycle from its answered calls' records by verb (as ``cycle_explanation`` collects them)."""
     return explain(
-        filter_record=records.get("filter"),
-        prioritize_record=records.get("prioritize"),
+        filter_record=records.get(FILTER),
+        prioritize_record=records.get(PRIORITIZE),
         chosen_node=chosen_node,
         error=error,
         traffic_terms=cycle_traffic_terms(profile=profile),
@@ -100,8 +101,8 @@ def records_explanation(*, records: Mapping[str, Any], chosen_node: str, error: 
 def records_summary(*, records: Mapping[str, Any], chosen_node: str, error: str, profile: str) -> str:
     """``records_explanation(...).summary``, the same text, without explaining every node (the pod's Event)."""
     return explain_summary(
-        filter_record=records.get("filter"),
-        prioritize_record=records.get("prioritize"),
+        filter_record=records.get(FILTER),
+        prioritize_record=records.get(PRIORITIZE),
         chosen_node=chosen_node,
         error=error,
         traffic_window_minutes=cycle_traffic_terms(profile=profile).window_minutes,

@@ -21,18 +21,23 @@ from django.utils import timezone
 from dashboard.replays.services import REPLAY_TASK, history_replay_run
 from dashboard.services.partitions import partitions_ensure
 from dashboard.services.retention import cycles_prune
-from dashboard.traffic.schedule import ENSURE_PARTITIONS_TASK
+from dashboard.traffic.schedule import ENSURE_PARTITIONS_TASK, PREFETCH_TASK, PRUNE_CYCLES_TASK, PRUNE_TASK
 from dashboard.traffic.services import traffic_refresh, traffic_refreshes_prune
 from dashboard.traffic.snapshots import query_from_dict
 
 
-@shared_task(name="schedlens.prefetch_traffic", soft_time_limit=45, time_limit=60, ignore_result=True)
+@shared_task(
+    name=PREFETCH_TASK,
+    soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
+    time_limit=settings.CELERY_TASK_TIME_LIMIT,
+    ignore_result=True,
+)
 def prefetch_traffic(query: dict[str, Any]) -> None:
     traffic_refresh(query=query_from_dict(query))
 
 
 @shared_task(
-    name="schedlens.prune_traffic_refreshes",
+    name=PRUNE_TASK,
     soft_time_limit=240,
     time_limit=300,
     ignore_result=True,
@@ -45,7 +50,7 @@ def prune_traffic_refreshes() -> None:
 
 
 @shared_task(
-    name="schedlens.prune_cycles",
+    name=PRUNE_CYCLES_TASK,
     soft_time_limit=1500,
     time_limit=1800,
     ignore_result=True,

@@ -27,7 +27,7 @@ from typing import Final, Protocol
 import msgspec
 
 from scheduler_core.binding import PlacementUnknownError, PodPlacement, PodReader
-from scheduler_core.record import BindIntent, BindRecord, VerbEvent
+from scheduler_core.record import BIND, BindIntent, BindRecord, VerbEvent
 from scheduler_core.spool_codec import decode_intent, encode_event
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ def reconciled_event(intent: BindIntent, placement: PodPlacement, *, by: str, at
         detail = f"{read}: not bound to any node; {_NO_ANSWER}"
     event = VerbEvent(
         event_id=intent.event_id,
-        verb="bind",
+        verb=BIND,
         profile=intent.profile,
         started_at=intent.started_at,
         duration_ms=0.0,

@@ -15,9 +15,6 @@ import msgspec
 
 from scheduler_core.answer import answer_arithmetic, answer_rule, preference_tied, spread_bounds
 from scheduler_core.figures import (
-    IMAGES_PLUGIN,
-    RESOURCES_PLUGIN,
-    TRAFFIC_PLUGIN,
     ImageFigures,
     ResourceFigures,
     TrafficColumn,
@@ -29,6 +26,9 @@ from scheduler_core.figures import (
     resource_arithmetic,
     resource_figures,
 )
+from scheduler_core.plugins.image_locality import ImageLocality
+from scheduler_core.plugins.node_resources import NodeResourceFitByCR
+from scheduler_core.plugins.traffic import NetworkTraffic
 from scheduler_core.record import NODE_CACHE, FilterRecord, PluginScores, PrioritizeRecord
 from scheduler_core.summary import Summary, summarize
 from scheduler_core.traffic_terms import TrafficTerms, staleness
@@ -187,12 +187,12 @@ def _figures(
     resources, images; None for the others), so that the term is built once with everything it shows."""
     if not plugin.applicable:
         return f"{note or plugin.note or 'not applicable'}: carries no weight", None, None, None
-    if plugin.name == TRAFFIC_PLUGIN and traffic is not None and traffic.plugin is plugin:
+    if plugin.name == NetworkTraffic.name and traffic is not None and traffic.plugin is plugin:
         figures = traffic.figures(index, note or ("" if plugin.raw else plugin.note))
         return traffic.arithmetic(figures, normalized), figures, None, None
-    if plugin.name == RESOURCES_PLUGIN and (resources := resource_figures(plugin, index)) is not None:
+    if plugin.name == NodeResourceFitByCR.name and (resources := resource_figures(plugin, index)) is not None:
         return resource_arithmetic(resources, normalized, note), None, resources, None
-    if plugin.name == IMAGES_PLUGIN and (images := image_figures(plugin, index)) is not None:
+    if plugin.name == ImageLocality.name and (images := image_figures(plugin, index)) is not None:
         return image_arithmetic(images, normalized), None, None, images
     return "", None, None, None
 
@@ -207,7 +207,7 @@ def _forced(prioritize: PrioritizeRecord | None) -> dict[str, str]:
 def _traffic_plugin(prioritize: PrioritizeRecord | None) -> PluginScores | None:
     if prioritize is None:
         return None
-    return next((p for p in prioritize.plugins if p.name == TRAFFIC_PLUGIN), None)
+    return next((p for p in prioritize.plugins if p.name == NetworkTraffic.name), None)
 
 
 class _Cycle:

@@ -21,13 +21,9 @@ from dataclasses import dataclass
 
 from scheduler_core.answer import answer_arithmetic
 from scheduler_core.plugins.base import NEUTRAL_SCORE
-from scheduler_core.plugins.traffic import traffic_scores
+from scheduler_core.plugins.traffic import NetworkTraffic, traffic_scores
 from scheduler_core.record import PluginScores, PrioritizeRecord
 from scheduler_core.units import score_text
-
-TRAFFIC_PLUGIN = "NetworkTraffic"
-RESOURCES_PLUGIN = "NodeResourceFitByCR"
-IMAGES_PLUGIN = "ImageLocality"
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +207,7 @@ def answer_text(prioritize: PrioritizeRecord, index: int, bounds: tuple[float, f
 def measured_leader(prioritize: PrioritizeRecord, forced: Mapping[str, str]) -> str:
     """The node that would have the highest final score were ``NetworkTraffic`` scored on measured bytes alone (the
     other terms as recorded); empty without herd bytes."""
-    plugin = next((p for p in prioritize.plugins if p.name == TRAFFIC_PLUGIN), None)
+    plugin = next((p for p in prioritize.plugins if p.name == NetworkTraffic.name), None)
     if plugin is None or not plugin.applicable or not plugin.herd_bytes or not plugin.raw:
         return ""
     measured = [raw for raw in plugin.raw if raw is not None]

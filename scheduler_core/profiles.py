@@ -36,11 +36,11 @@ from scheduler_core.plugins import (
     PluginArgs,
     ScorePlugin,
 )
-from scheduler_core.plugins.traffic import TrafficArgs
+from scheduler_core.plugins.traffic import NetworkTraffic, TrafficArgs, TrafficThreshold
 from scheduler_core.traffic import TrafficQuery
 
-DEFAULT_FILTER_PLUGINS: tuple[str, ...] = ("TrafficThreshold",)
-DEFAULT_SCORE_PLUGINS: tuple[tuple[str, int], ...] = (("NetworkTraffic", 1),)
+DEFAULT_FILTER_PLUGINS: tuple[str, ...] = (TrafficThreshold.name,)
+DEFAULT_SCORE_PLUGINS: tuple[tuple[str, int], ...] = ((NetworkTraffic.name, 1),)
 MAX_WEIGHT = 100
 _PROFILE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 

@@ -9,11 +9,17 @@ How a record is written to the spool and read back is ``scheduler_core.spool_cod
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 import msgspec
 
-Verb = Literal["filter", "prioritize", "bind", "preempt"]
+FILTER: Final = "filter"
+PRIORITIZE: Final = "prioritize"
+BIND: Final = "bind"
+PREEMPT: Final = "preempt"
+VERBS: Final = (FILTER, PRIORITIZE, BIND, PREEMPT)
+"""The extender's verbs, in a cycle's order: the last part of each verb's URL (``urlPrefix`` + verb) and
+``VerbEvent.verb``. Every other module names a verb by these constants."""
 NODE_CACHE = "NodeCache"
 """The pseudo-plugin a prioritize record names for nodes kube-scheduler sent that the node cache does not know:
 they answer 0 whatever the plugins said (its ``notes`` name them)."""

@@ -29,14 +29,18 @@ import msgspec
 from scheduler_core.answer import DEFAULT_ANSWER_SCALE, answer_rule, answers, preference_tied, spread_bounds
 from scheduler_core.engine import round4
 from scheduler_core.plugins.base import NEUTRAL_SCORE
-from scheduler_core.plugins.traffic import traffic_scores
+from scheduler_core.plugins.traffic import (
+    DEFAULT_MAX_BYTES_PER_SECOND,
+    NetworkTraffic,
+    TrafficThreshold,
+    traffic_scores,
+)
 from scheduler_core.record import NODE_CACHE, FilterRecord, PrioritizeRecord
+from scheduler_core.traffic import DEFAULT_WINDOW_MINUTES
+from scheduler_core.traffic_terms import window_seconds
 from scheduler_core.units import human_rate
 
-TRAFFIC_FILTER = "TrafficThreshold"
-TRAFFIC_SCORE = "NetworkTraffic"
-DEFAULT_WINDOW_SECONDS = 300
-DEFAULT_MAX_BYTES_PER_SECOND = 125_000_000.0
+DEFAULT_WINDOW_SECONDS = DEFAULT_WINDOW_MINUTES * 60
 NOT_PRIORITIZED = "not sent to prioritize (excluded by kube-scheduler or another extender)"
 
 
@@ -173,16 +177,14 @@ class NodeChange:
 def scenario_from_profile(description: Mapping[str, Any], *, label: str = "") -> Scenario:
     """A scenario equal to a profile, from :meth:`scheduler_core.profiles.Profile.describe`."""
     config: Mapping[str, Mapping[str, Any]] = description.get("pluginConfig", {})
-    threshold = config.get(TRAFFIC_FILTER, {})
-    traffic_args = config.get(TRAFFIC_SCORE) or threshold
-    minutes = traffic_args.get("timeRangeInMinutes", DEFAULT_WINDOW_SECONDS // 60)
+    threshold = config.get(TrafficThreshold.name, {})
     answer: Mapping[str, Any] = description.get("answer") or {}
     return Scenario(
         filters=tuple(description.get("filter", ())),
         weights={entry["name"]: int(entry["weight"]) for entry in description.get("score", ())},
         max_bytes_per_second=float(threshold.get("maxBytesPerSecond", DEFAULT_MAX_BYTES_PER_SECOND)),
         fail_on_missing=bool(threshold.get("failOnMissing", False)),
-        window_seconds=int(minutes) * 60,
+        window_seconds=window_seconds(config),
         label=label or str(description.get("name", "")),
         answer_scale=str(answer.get("scale") or DEFAULT_ANSWER_SCALE),
     )
@@ -215,7 +217,7 @@ def _recorded_traffic(inputs: RecordedInputs) -> _Traffic:
         usable = True
     if inputs.prioritize is not None:
         for plugin in inputs.prioritize.plugins:
-            if plugin.name != TRAFFIC_SCORE:
+            if plugin.name != NetworkTraffic.name:
                 continue
             if plugin.raw:
                 usable = True
@@ -245,7 +247,7 @@ def _verdicts(
             reasons[node] = {NODE_CACHE: unknown[node]}
             continue
         for name in scenario.filters:
-            if name == TRAFFIC_FILTER:
+            if name == TrafficThreshold.name:
                 raw = raws.get(node)
                 if not usable:
                     if scenario.fail_on_missing:
@@ -270,7 +272,7 @@ def replay(inputs: RecordedInputs, scenario: Scenario) -> ReplayResult:
     if inputs.filter is not None:
         recorded_filters.update(p for reasons in inputs.filter.failures.values() for p in reasons)
     for name in scenario.filters:
-        if name != TRAFFIC_FILTER and name not in recorded_filters and inputs.filter is not None:
+        if name != TrafficThreshold.name and name not in recorded_filters and inputs.filter is not None:
             notes.append(f"{name} did not run in this cycle: its verdicts are unknown, so every node passes it.")
     verdicts = _verdicts(inputs, scenario, traffic.filter_raws, usable)
 
@@ -292,20 +294,20 @@ def replay(inputs: RecordedInputs, scenario: Scenario) -> ReplayResult:
                 continue
             applicable[plugin.name] = plugin.applicable
             recorded_scores[plugin.name] = dict(zip(inputs.prioritize.nodes, plugin.scores, strict=False))
-            if plugin.name == TRAFFIC_SCORE and not plugin.raw:
+            if plugin.name == NetworkTraffic.name and not plugin.raw:
                 traffic_neutral = True
 
     active = {name: weight for name, weight in scenario.weights.items() if weight > 0}
     for name in active:
-        if name == TRAFFIC_SCORE:
+        if name == NetworkTraffic.name:
             continue
         if name not in recorded_scores:
             notes.append(f"{name} did not score this cycle: its term is left out of every final score.")
         elif not applicable.get(name, True):
             notes.append(f"{name} did not apply to this pod (it carries no weight, as in the cycle).")
-    if TRAFFIC_SCORE in active and traffic_neutral:
+    if NetworkTraffic.name in active and traffic_neutral:
         notes.append("No usable traffic snapshot was recorded: NetworkTraffic scores every node 50 (neutral).")
-    elif TRAFFIC_SCORE in active and traffic.herd:
+    elif NetworkTraffic.name in active and traffic.herd:
         notes.append(
             f"Herd bytes are kept as recorded: NetworkTraffic adds the bytes assumed for {traffic.herd_binds} recent "
             f"bind(s) on {len(traffic.herd)} node(s) to their raw bytes, as in the cycle (TrafficThreshold judges "
@@ -313,7 +315,7 @@ def replay(inputs: RecordedInputs, scenario: Scenario) -> ReplayResult:
         )
 
     traffic_terms: dict[str, float] = {}
-    if TRAFFIC_SCORE in active:
+    if NetworkTraffic.name in active:
         traffic_terms = _traffic_terms([n for n in feasible if n not in forced_nodes], traffic, traffic_neutral)
 
     finals: dict[str, float] = {}
@@ -329,7 +331,7 @@ def replay(inputs: RecordedInputs, scenario: Scenario) -> ReplayResult:
         partial: list[str] = []
         # The engine's arithmetic: Σ score·weight in the profile's plugin order, over the scores as recorded.
         for name, weight in active.items():
-            if name == TRAFFIC_SCORE:
+            if name == NetworkTraffic.name:
                 score: float | None = traffic_terms[node]
             else:
                 if not applicable.get(name, True):

@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from scheduler_core.record import BIND, FILTER, PRIORITIZE
+
 IMAGE_CATALOG = (
     "nginx:1.25.4",
     "redis:7.2.4",
@@ -290,7 +292,7 @@ class KubeSchedulerSimulator:
     def schedule(self, pod: dict[str, Any]) -> PlacementResult:
         name = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
         try:
-            result = self.client.call("filter", _encode_args(pod, self.cluster.nodes, self.node_cache_capable))
+            result = self.client.call(FILTER, _encode_args(pod, self.cluster.nodes, self.node_cache_capable))
         except ExtenderCallError as exc:
             return PlacementResult(name, None, 0, str(exc))
         if result.get("Error"):
@@ -307,7 +309,7 @@ class KubeSchedulerSimulator:
             chosen = feasible[0]["metadata"]["name"]
         else:
             try:
-                scores = self.client.call("prioritize", _encode_args(pod, feasible, self.node_cache_capable))
+                scores = self.client.call(PRIORITIZE, _encode_args(pod, feasible, self.node_cache_capable))
             except ExtenderCallError:
                 scores = []  # kube-scheduler ignores prioritize failures
             totals = {n["metadata"]["name"]: 0 for n in feasible}
@@ -327,7 +329,7 @@ class KubeSchedulerSimulator:
                 }
             )
             try:
-                answer = self.client.call("bind", body)
+                answer = self.client.call(BIND, body)
             except ExtenderCallError as exc:
                 return PlacementResult(name, None, len(feasible), str(exc))
             if answer.get("Error"):

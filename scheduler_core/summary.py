@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from scheduler_core.figures import TRAFFIC_PLUGIN, seconds_text
+from scheduler_core.figures import seconds_text
+from scheduler_core.plugins.traffic import NetworkTraffic
 from scheduler_core.record import FilterRecord, PrioritizeRecord
 from scheduler_core.units import human_bytes
 
@@ -99,7 +100,7 @@ def _why_winner(winner: NodeExplanation, runner_up: NodeExplanation | None, wind
     if runner_up is not None and key.contribution - others.get(key.plugin, 0.0) <= 0:
         return ""
     figures = key.traffic
-    if key.plugin == TRAFFIC_PLUGIN and figures is not None and figures.estimate_bytes is not None:
+    if key.plugin == NetworkTraffic.name and figures is not None and figures.estimate_bytes is not None:
         over = f" in {window} min" if window else ""
         estimate = figures.estimate_bytes
         if figures.herd_bytes and figures.measured_bytes is not None:

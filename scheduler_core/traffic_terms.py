@@ -14,11 +14,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-STALE_REASON = "metrics stale"
-"""The missing reason ``read_traffic`` records for a snapshot older than ``maxStalenessSeconds``."""
-TRAFFIC_PLUGINS = ("NetworkTraffic", "TrafficThreshold")
+from scheduler_core.plugins.traffic import STALE_REASON, NetworkTraffic, TrafficThreshold
+from scheduler_core.traffic import DEFAULT_WINDOW_MINUTES
+
+TRAFFIC_PLUGINS = (NetworkTraffic.name, TrafficThreshold.name)
 """Whose args a profile's traffic is read with: the score plugin's, else the filter's, as the engine reads them
 (``scheduler_core.engine._traffic_args`` looks at the scorers first)."""
+WINDOW_ARG = "timeRangeInMinutes"
+LIMIT_ARG = "maxStalenessSeconds"
 CONFIGURED = "configured"
 
 
@@ -53,15 +56,27 @@ class TrafficTerms:
         return f"{self.max_staleness_seconds:g} s, {self.provenance}"
 
 
+def traffic_args(plugin_args: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The args a profile's traffic is read with, from its plugins' effective args (``Profile.plugin_args``, a
+    description's ``pluginConfig``); None: the profile reads no traffic."""
+    return next((plugin_args[name] for name in TRAFFIC_PLUGINS if plugin_args.get(name)), None)
+
+
+def window_seconds(plugin_args: Mapping[str, Mapping[str, Any]]) -> int:
+    """The traffic window a profile's raw bytes cover, in seconds: :func:`traffic_args`' ``timeRangeInMinutes``, its
+    default when the profile reads no traffic (a replay still divides by a window)."""
+    return int((traffic_args(plugin_args) or {}).get(WINDOW_ARG, DEFAULT_WINDOW_MINUTES)) * 60
+
+
 def terms_of(profile: str, plugin_args: Mapping[str, Mapping[str, Any]] | None) -> TrafficTerms:
     """The terms a configured profile states in its plugins' effective args (``Profile.plugin_args``); ``None``: the
     profile is not configured."""
     if plugin_args is None:
         return TrafficTerms(unknown=f"not recorded; profile {profile!r} is no longer configured", profile=profile)
-    args = next((plugin_args[name] for name in TRAFFIC_PLUGINS if name in plugin_args), None)
+    args = traffic_args(plugin_args)
     if args is None:
         return TrafficTerms(source=CONFIGURED, unknown=f"profile {profile!r} reads no traffic", profile=profile)
-    window, limit = args.get("timeRangeInMinutes"), args.get("maxStalenessSeconds")
+    window, limit = args.get(WINDOW_ARG), args.get(LIMIT_ARG)
     return TrafficTerms(
         window_minutes=window if isinstance(window, int) else None,
         max_staleness_seconds=float(limit) if isinstance(limit, int | float) else None,

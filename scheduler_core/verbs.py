@@ -30,7 +30,11 @@ from scheduler_core.plugins import CycleContext
 from scheduler_core.plugins.base import SharedColumns, TrafficView, new_shared_columns, shared_column
 from scheduler_core.profiles import Profile
 from scheduler_core.record import (
+    BIND,
+    FILTER,
     NODE_CACHE,
+    PREEMPT,
+    PRIORITIZE,
     BindIntent,
     BindRecord,
     FilterRecord,
@@ -245,11 +249,11 @@ class Extender:
     def filter(self, profile_name: str, body: bytes) -> VerbResult:
         profile, started = self._start(profile_name)
         if profile is None:
-            return self._unknown_profile("filter", profile_name, started)
+            return self._unknown_profile(FILTER, profile_name, started)
         try:
             args, mode, nodes, raws, shared = self._candidates(body, images=_reads_images(profile.filters))
         except wire.WireError as exc:
-            return self._refuse("filter", profile_name, started, 400, exc)
+            return self._refuse(FILTER, profile_name, started, 400, exc)
         pod = pod_info(args.pod)
         decision, record = run_filter(profile, self._context(profile, pod, started.at, shared), nodes)
         unknown = self._unknown(mode, nodes, shared)
@@ -269,7 +273,7 @@ class Extender:
             key = ("filter answer", profile_name, id(decision.outcome))
             answer, recorded = shared_column(shared, key, (decision.outcome,), encode)
         event = self._event(
-            "filter",
+            FILTER,
             profile_name,
             started,
             http_status=200,
@@ -283,12 +287,12 @@ class Extender:
     def prioritize(self, profile_name: str, body: bytes) -> VerbResult:
         profile, started = self._start(profile_name)
         if profile is None:
-            return self._unknown_profile("prioritize", profile_name, started)
+            return self._unknown_profile(PRIORITIZE, profile_name, started)
         try:
             scorers = (s.plugin for s in profile.scorers)
             args, mode, nodes, _, shared = self._candidates(body, images=_reads_images(scorers))
         except wire.WireError as exc:
-            return self._refuse("prioritize", profile_name, started, 400, exc)
+            return self._refuse(PRIORITIZE, profile_name, started, 400, exc)
         pod = pod_info(args.pod)
         record = run_prioritize(profile, self._context(profile, pod, started.at, shared), nodes)
         if unknown := self._unknown(mode, nodes, shared):
@@ -303,7 +307,7 @@ class Extender:
         prefixes = shared_column(shared, "host_prefixes", (names,), partial(wire.host_prefixes, names))
         answer = wire.encode_host_priorities(names, record.extender, prefixes)
         event = self._event(
-            "prioritize",
+            PRIORITIZE,
             profile_name,
             started,
             http_status=200,
@@ -318,18 +322,18 @@ class Extender:
     def bind(self, profile_name: str, body: bytes) -> VerbResult:
         profile, started = self._start(profile_name)
         if profile is None:
-            return self._unknown_profile("bind", profile_name, started)
+            return self._unknown_profile(BIND, profile_name, started)
         try:
             args = wire.decode_binding_args(body)
         except wire.WireError as exc:
-            return self._refuse("bind", profile_name, started, 400, exc)
+            return self._refuse(BIND, profile_name, started, 400, exc)
         for value, path in (
             (args.pod_name, "$.PodName"),
             (args.pod_namespace, "$.PodNamespace"),
             (args.node, "$.Node"),
         ):
             if not value:
-                return self._refuse("bind", profile_name, started, 400, wire.WireError("must not be empty", path))
+                return self._refuse(BIND, profile_name, started, 400, wire.WireError("must not be empty", path))
         event_id = uuid.uuid4().hex
         try:
             intent = self._intend(profile_name, started, event_id, args)
@@ -346,7 +350,7 @@ class Extender:
         error = outcome.error.replace("%", " percent")
         answer = wire.encode(wire.ExtenderBindingResult(error=error))
         event = self._event(
-            "bind",
+            BIND,
             profile_name,
             started,
             event_id,
@@ -386,7 +390,7 @@ class Extender:
         message = "schedlens could not record this bind's intent (spool unavailable); not bound"
         log.exception("%s: %s/%s to %s", message, args.pod_namespace, args.pod_name, args.node)
         event = self._event(
-            "bind",
+            BIND,
             profile_name,
             started,
             event_id,
@@ -402,11 +406,11 @@ class Extender:
         """Keep only candidate nodes this profile's filters accept; victims are passed through untouched."""
         profile, started = self._start(profile_name)
         if profile is None:
-            return self._unknown_profile("preempt", profile_name, started)
+            return self._unknown_profile(PREEMPT, profile_name, started)
         try:
             args = wire.decode_preemption_args(body)
         except wire.WireError as exc:
-            return self._refuse("preempt", profile_name, started, 400, exc)
+            return self._refuse(PREEMPT, profile_name, started, 400, exc)
         meta: dict[str, wire.MetaVictims] = {}
         if args.node_name_to_meta_victims is not None:
             meta = {n: v for n, v in args.node_name_to_meta_victims.items() if v is not None}
@@ -430,7 +434,7 @@ class Extender:
         answer = wire.encode(wire.ExtenderPreemptionResult(node_name_to_meta_victims={n: meta[n] for n in kept}))
         mode: NodeMode = "names" if args.node_name_to_meta_victims is not None else "nodes"
         event = self._event(
-            "preempt",
+            PREEMPT,
             profile_name,
             started,
             http_status=200,

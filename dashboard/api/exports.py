@@ -23,14 +23,10 @@ from django.db.models import Prefetch, QuerySet
 
 from dashboard.models import SchedulingCycle, VerbCall
 from scheduler_core.explain import Explanation, NodeExplanation, ScoreTerm
-from scheduler_core.figures import (
-    IMAGES_PLUGIN,
-    RESOURCES_PLUGIN,
-    TRAFFIC_PLUGIN,
-    ImageFigures,
-    ResourceFigures,
-    TrafficFigures,
-)
+from scheduler_core.figures import ImageFigures, ResourceFigures, TrafficFigures
+from scheduler_core.plugins.image_locality import ImageLocality
+from scheduler_core.plugins.node_resources import NodeResourceFitByCR
+from scheduler_core.plugins.traffic import NetworkTraffic
 
 FIELDS = (
     "id",
@@ -100,9 +96,9 @@ NODE_FIELDS = (
 )
 TERM_FIELDS = ("weight", "applicable", "normalized", "weighted", "contribution", "raw", "note", "arithmetic")
 FIGURES: dict[str, tuple[str, tuple[str, ...]]] = {
-    TRAFFIC_PLUGIN: ("traffic", tuple(f.name for f in fields(TrafficFigures))),
-    RESOURCES_PLUGIN: ("resources", tuple(f.name for f in fields(ResourceFigures))),
-    IMAGES_PLUGIN: ("images", tuple(f.name for f in fields(ImageFigures))),
+    NetworkTraffic.name: ("traffic", tuple(f.name for f in fields(TrafficFigures))),
+    NodeResourceFitByCR.name: ("resources", tuple(f.name for f in fields(ResourceFigures))),
+    ImageLocality.name: ("images", tuple(f.name for f in fields(ImageFigures))),
 }
 """The plugins whose terms carry figures: the key of the figures in a term, and theirs."""
 TERM_COLUMNS = tuple(

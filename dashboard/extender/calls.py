@@ -33,13 +33,16 @@ from dashboard.extender import metrics
 from dashboard.runtime import get_runtime
 from dashboard.spool import SPOOL_APPEND_FAILURES
 from scheduler_core import wire
+from scheduler_core.record import PRIORITIZE, VERBS
 from scheduler_core.spool_codec import encode_event
 from scheduler_core.verbs import VerbResult
 
 log = logging.getLogger(__name__)
 
-VERBS = ("filter", "prioritize", "bind", "preempt")
 JSON = "application/json"
+VERB_ROUTE = rf"extender/(?P<profile>[^/]+)/(?P<verb>{'|'.join(VERBS)})"
+"""A verb's URL path (``urlPrefix`` + verb), without the leading slash: routed by ``config/urls.py`` and
+answered by the fast path."""
 
 
 class BodyRefusedError(Exception):
@@ -107,7 +110,7 @@ def answer_call(*, profile: str, verb: str, content_type: str, body: Callable[[]
     seconds = time.perf_counter() - started
     known = profile in runtime.profiles
     metrics.observe_verb(verb=verb, profile=profile, known=known, status=result.status, seconds=seconds)
-    if verb == "prioritize":
+    if verb == PRIORITIZE:
         metrics.observe_prioritize(profile=profile, known=known, status=result.status, record=result.event.prioritize)
     return Answer(result.status, result.body, row_id)
 

@@ -19,14 +19,14 @@ from typing import Any
 from django.core.handlers.wsgi import get_path_info
 from django.utils.http import parse_header_parameters
 
-from dashboard.extender.calls import JSON, VERBS, answer_call, confirm, read_body
+from dashboard.extender.calls import JSON, VERB_ROUTE, answer_call, confirm, read_body
 
 log = logging.getLogger(__name__)
 
 WSGIApplication = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 # The same route as config/urls.py's "extender-verb", on the path with its leading slash.
-_ROUTE = re.compile(rf"/extender/(?P<profile>[^/]+)/(?P<verb>{'|'.join(VERBS)})")
+_ROUTE = re.compile(f"/{VERB_ROUTE}")
 _STATUS_LINES = {status.value: f"{status.value} {status.phrase}" for status in HTTPStatus}
 # Headers a browser would act on, should one ever load an answer: its type is JSON, never sniffed or framed.
 _HEADERS = [("Content-Type", JSON), ("X-Content-Type-Options", "nosniff"), ("X-Frame-Options", "DENY")]

@@ -11,6 +11,7 @@ from itertools import repeat
 
 from dashboard.ingest.new_calls import NewCall
 from dashboard.services.node_tallies import NodeCounts, Reasons, count_reasons
+from scheduler_core.record import BIND, FILTER
 
 
 @dataclass
@@ -47,7 +48,7 @@ class BatchTallies:
     def add(self, call: NewCall) -> None:
         if call.http_status != 200:
             return
-        if call.verb == "filter" and call.summary.has_record:
+        if call.verb == FILTER and call.summary.has_record:
             nodes = self._key(call.summary.nodes)
             self.considered[nodes] += 1
             if call.failures:
@@ -55,7 +56,7 @@ class BatchTallies:
                 self.filtered_out[id(call.failures)] += 1
             self.seen.pop(nodes, None)
             self.seen[nodes] = call.at  # calls come in time order: the latest wins
-        elif call.verb == "bind" and not call.error and call.summary.bind_node:
+        elif call.verb == BIND and not call.error and call.summary.bind_node:
             self.seen.pop(call.summary.bind_node, None)
             self.seen[call.summary.bind_node] = call.at
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from dashboard.ingest.new_calls import Summary
 from dashboard.models import NodeMode, Outcome, SchedulingCycle
+from scheduler_core.record import BIND, FILTER, PREEMPT, PRIORITIZE, VERBS
 
 SUMMARY_FIELDS = [
     "pod_namespace",
@@ -39,9 +40,9 @@ SUMMARY_FIELDS = [
 def candidates(summaries: Sequence[Summary]) -> Sequence[str]:
     """The cycle's candidate nodes: the filter's, else prioritize's (the last call of each verb counts)."""
     by_verb = {s.verb: s for s in summaries}
-    if (found := by_verb.get("filter")) is not None and found.has_record:
+    if (found := by_verb.get(FILTER)) is not None and found.has_record:
         return found.nodes
-    if (found := by_verb.get("prioritize")) is not None and found.has_record:
+    if (found := by_verb.get(PRIORITIZE)) is not None and found.has_record:
         return found.nodes
     return ()
 
@@ -54,12 +55,12 @@ def summarize(cycle: SchedulingCycle, summaries: Sequence[Summary], *, postgres:
     by_verb = {s.verb: s for s in summaries}
     cycle.started_at = min(s.started_at for s in summaries)
     cycle.finished_at = max(s.finished_at for s in summaries)
-    for verb in ("filter", "prioritize", "bind", "preempt"):
+    for verb in VERBS:
         setattr(cycle, f"{verb}_ms", by_verb[verb].duration_ms if verb in by_verb else None)
     cycle.error = "; ".join(f"{s.verb}: {s.error}" for s in summaries if s.error)
 
-    filtered = by_verb.get("filter")
-    scored = by_verb.get("prioritize")
+    filtered = by_verb.get(FILTER)
+    scored = by_verb.get(PRIORITIZE)
     modes = [s.node_mode for s in summaries if s.node_mode]
     cycle.node_mode = modes[0] if modes else NodeMode.NONE
     ages = [age for s in (filtered, scored) if s is not None for age in s.ages]
@@ -81,12 +82,12 @@ def summarize(cycle: SchedulingCycle, summaries: Sequence[Summary], *, postgres:
         cycle.preferred_node = filtered.only_passed  # kube-scheduler skips prioritize for one node
     cycle.answer_tie = scored is not None and scored.answer_tie
 
-    bind = by_verb.get("bind")
-    if any(s.http_status != 200 or (s.error and s.verb in {"filter", "bind"}) for s in summaries):
+    bind = by_verb.get(BIND)
+    if any(s.http_status != 200 or (s.error and s.verb in {FILTER, BIND}) for s in summaries):
         cycle.outcome = Outcome.ERROR
     elif bind is not None:
         cycle.outcome = Outcome.BOUND
-    elif (filtered is not None and not filtered.passed_count) or "preempt" in by_verb:
+    elif (filtered is not None and not filtered.passed_count) or PREEMPT in by_verb:
         cycle.outcome = Outcome.UNSCHEDULABLE
     else:
         cycle.outcome = Outcome.PENDING

@@ -43,7 +43,7 @@ from dashboard.ingest.record_writes import (
 from dashboard.models import Outcome, SchedulingCycle, VerbCall
 from dashboard.services.node_tallies import placed_node
 from dashboard.storage.call_body import FilterReference, body_read, filter_reference
-from scheduler_core.record import FilterRecord, VerbEvent
+from scheduler_core.record import BIND, FILTER, PREEMPT, PRIORITIZE, FilterRecord, VerbEvent
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class _Batch:
         if not call.pod_uid:
             return None  # A refused request that named no pod stands alone.
         at = call.at
-        if call.verb == "filter":
+        if call.verb == FILTER:
             # Only a cycle opened just now by an early prioritize/bind, still without a filter, can take it.
             low, high = at - CLOCK_SKEW, at + EARLY_CALL_WINDOW
         else:
@@ -125,7 +125,7 @@ class _Batch:
         # A bound pod is not scheduled again: a prioritize or preempt made after the bind belongs to a new attempt.
         # One made before it joins, even when it arrives after the bind: with two replicas, the bind's replica may
         # store the bind before the other replica stores the prioritize.
-        skip_bound = call.verb in {"prioritize", "preempt"}
+        skip_bound = call.verb in {PRIORITIZE, PREEMPT}
         matching = [
             c
             for c in self.by_uid.get(call.pod_uid, ())
@@ -175,7 +175,7 @@ class _Batch:
 def _cycle_filter(calls: Sequence[_Call]) -> _Call | None:
     """The filter call of a cycle (the last one, as the summary reads it)."""
     for call in reversed(calls):
-        if call.summary.verb == "filter":
+        if call.summary.verb == FILTER:
             return call
     return None
 
@@ -377,7 +377,7 @@ def _explained(fold: _Fold, observed: _Observed) -> list[SchedulingCycle]:
         cycle
         for cycle, call in fold.joined
         if (new := call.new) is not None
-        and new.verb == "bind"
+        and new.verb == BIND
         and not new.error
         and new.http_status == 200
         and cycle.chosen_node
@@ -416,7 +416,7 @@ def _sealed_rows(fold: _Fold, chain: ChainAppender) -> tuple[list[dict[str, Any]
     for cycle, call in fold.joined:
         new = call.new
         assert new is not None
-        if new.verb == "prioritize" and (new.refers_to or new.body is not None):
+        if new.verb == PRIORITIZE and (new.refers_to or new.body is not None):
             new = call.new = _referring_right(fold.batch.calls_of(cycle), new)
         row = call_row(cycle.id, new)
         row["chain_hash"] = chain.link(call_content(row))
@@ -461,7 +461,7 @@ def _explain_binds(batch: _Batch, cycles: Sequence[SchedulingCycle]) -> None:
                     # The event a new call was built from in this process is its record, without decoding the body.
                     event = c.new.event if c.new is not None else None
                     records[sibling.verb] = record_of(event) if event is not None else sibling.record
-            if (records.get("bind") or {}).get("simulated"):
+            if (records.get(BIND) or {}).get("simulated"):
                 continue  # no pod was bound in a cluster (demo mode): nothing to write an Event on
             pod_events.explained_bind(cycle=cycle, records=records)
         except Exception as exc:  # the record is written; an Event is a courtesy and never fails the ingest

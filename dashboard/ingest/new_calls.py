@@ -37,7 +37,7 @@ from dashboard.storage.packed_json import pack
 from dashboard.storage.shared_parts import SharedPartBytes
 from scheduler_core.answer import preference_tied
 from scheduler_core.lru import LRU
-from scheduler_core.record import VerbEvent
+from scheduler_core.record import BIND, FILTER, PRIORITIZE, VerbEvent
 from scheduler_core.spool_codec import answer_of, decode_event
 
 
@@ -167,10 +167,10 @@ class Summary:
             record.get("node_mode", ""),
             bool(record),
         )
-        if call.verb == "filter":
+        if call.verb == FILTER:
             summary.nodes, summary.ages = record.get("nodes", []), (record.get("metric_age_seconds"),)
             summary._passed(record.get("passed", []))
-        elif call.verb == "prioritize":
+        elif call.verb == PRIORITIZE:
             summary.nodes = record.get("nodes", [])
             if summary.nodes:
                 scores = record["final"]
@@ -179,7 +179,7 @@ class Summary:
                 summary.answer_tie = preference_tied(scores, record.get("extender") or [])
             plugins = record.get("plugins", [])
             summary.ages = (record.get("metric_age_seconds"), *(p.get("metric_age_seconds") for p in plugins))
-        elif call.verb == "bind":
+        elif call.verb == BIND:
             summary.bind_node = record.get("node", "")
         return summary
 
@@ -188,7 +188,7 @@ class Summary:
         self.only_passed = passed[0] if len(passed) == 1 else ""
 
 
-EXPLAINED_VERBS = frozenset({"filter", "prioritize", "bind"})
+EXPLAINED_VERBS = frozenset({FILTER, PRIORITIZE, BIND})
 """The verbs whose records an ``Explained`` Event's summary reads."""
 
 

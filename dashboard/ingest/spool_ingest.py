@@ -25,7 +25,7 @@ from dashboard.ingest.new_calls import NewCall, build_call
 from dashboard.ingest.sanitize import sanitize_for_postgres
 from dashboard.ingest.spool_read_ahead import SpoolReadAhead
 from dashboard.spool import Spool, SpoolRow
-from scheduler_core.record import VerbEvent
+from scheduler_core.record import PRIORITIZE, VerbEvent
 from scheduler_core.spool_codec import decode_event
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ def with_row_sources(ready: list[tuple[SpoolRow, NewCall | None]]) -> list[tuple
     """``ready`` (rows with what :func:`ready_calls` made of them) with each prioritize's source back: its row's
     bytes."""
     for row, call in ready:
-        if call is not None and call.source is None and call.verb == "prioritize":
+        if call is not None and call.source is None and call.verb == PRIORITIZE:
             call.source = row.data
     return ready
 

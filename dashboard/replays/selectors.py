@@ -23,6 +23,7 @@ from dashboard.replays.models import HistoryReplay
 from dashboard.storage.replay_inputs import Call, CycleReader, RecordedCycleRow
 from scheduler_core.history_replay.recorded_cycles import RecordedCycle
 from scheduler_core.history_replay.report import HistoryReplayReport
+from scheduler_core.record import FILTER, PRIORITIZE
 
 DEFAULT_LAST = 1000
 """Cycles replayed when the selection names neither a time range nor ``last``."""
@@ -188,7 +189,7 @@ def replay_rows(ids: Sequence[int]) -> Iterator[RecordedCycleRow]:
     cycles = {row[0]: row for row in SchedulingCycle.objects.filter(id__in=wanted).values_list(*_CYCLE_FIELDS)}
     calls: dict[int, list[Call]] = {}
     rows = (
-        VerbCall.objects.filter(cycle_id__in=wanted, verb__in=("filter", "prioritize"))
+        VerbCall.objects.filter(cycle_id__in=wanted, verb__in=(FILTER, PRIORITIZE))
         .order_by("started_at", "id")
         .values_list(*_CALL_FIELDS)
     )

@@ -38,6 +38,7 @@ from dashboard.models import (
     shared_part_data,
 )
 from dashboard.storage.call_body import body_read
+from scheduler_core.record import BIND, FILTER
 
 Reasons = dict[tuple[str, str], int]
 """(plugin, reason) → how many filter calls failed a node for it (a plain dict: a batch makes one per failed node)."""
@@ -94,11 +95,11 @@ def _record_of_row(values: Mapping[str, Any]) -> dict[str, Any]:
 def tally_call(tallies: dict[str, NodeCounts], values: Mapping[str, Any]) -> None:
     """What one call adds to the per-node counts (the same function undoes it when pruning)."""
     verb = values["verb"]
-    if values["http_status"] != 200 or verb not in {"filter", "bind"}:
+    if values["http_status"] != 200 or verb not in {FILTER, BIND}:
         return  # not decoded: nothing else counts
     record = _record_of_row(values)
     touched: list[str] = []
-    if verb == "filter":
+    if verb == FILTER:
         touched = record.get("nodes", [])
         for node in touched:  # not setdefault: a NodeCounts is made for a node not seen yet, not for every node
             tally = tallies.get(node)
@@ -373,7 +374,7 @@ def node_tallies_rebuild() -> int:
 
     with transaction.atomic():
         lock_chain()
-        for values in VerbCall.objects.filter(verb__in=["filter", "bind"]).values(*fields).iterator(2000):
+        for values in VerbCall.objects.filter(verb__in=[FILTER, BIND]).values(*fields).iterator(2000):
             tally_call(by_day.setdefault(values["recorded_at"].astimezone(UTC).date(), {}), values)
         for day_tallies in by_day.values():
             for name, counts in day_tallies.items():

@@ -54,8 +54,8 @@ from scheduler_core.history_replay.recorded_cycles import (
     recorded_cycle_from_records,
 )
 from scheduler_core.lru import LRU
-from scheduler_core.record import NODE_CACHE
-from scheduler_core.replay import TRAFFIC_SCORE
+from scheduler_core.plugins.traffic import NetworkTraffic
+from scheduler_core.record import FILTER, NODE_CACHE, PRIORITIZE
 
 PARTS_KEPT = 64
 """Decoded shared parts a reader keeps (by digest): one per snapshot and kind of pod in the stretch replayed."""
@@ -216,11 +216,11 @@ class CycleReader:
         page and the API explain it."""
         latest: dict[str, Call] = {}
         for call in row.calls:
-            if call[1] == 200 and call[0] in ("filter", "prioritize"):
+            if call[1] == 200 and call[0] in (FILTER, PRIORITIZE):
                 latest[call[0]] = call
         started = row.started_at.isoformat() if row.started_at is not None else ""
         cycle = RecordedCycle(row.cycle_id, started, row.pod_namespace, row.pod_name, row.profile, row.preferred_node)
-        filter_call, prioritize_call = latest.get("filter"), latest.get("prioritize")
+        filter_call, prioritize_call = latest.get(FILTER), latest.get(PRIORITIZE)
         if filter_call is None and prioritize_call is None:
             cycle.skipped = "no filter or prioritize record (the cycle never reached our plugins)"
             return cycle
@@ -383,7 +383,7 @@ class CycleReader:
             if plugin.name == NODE_CACHE:
                 raise _Unsupported("nodes unknown to the node cache")
             weights.append((plugin.name, plugin.weight))
-            is_traffic = plugin.name == TRAFFIC_SCORE
+            is_traffic = plugin.name == NetworkTraffic.name
             scores: np.ndarray | None = None
             if not is_traffic or (raw_column is not None and raw_column.kind == SAME_AS_SCORES):
                 scores = _column(scores_column, sent)

@@ -13,12 +13,20 @@ import hashlib
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 import redis
 
-from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
+from scheduler_core.traffic import (
+    DEFAULT_DEVICE_NAME,
+    DEFAULT_NODE_LABEL,
+    DEFAULT_QUERY_MODE,
+    DEFAULT_WINDOW_MINUTES,
+    QueryMode,
+    TrafficQuery,
+    TrafficSnapshot,
+)
 
 SNAPSHOT_TTL_SECONDS = 24 * 3600
 """A snapshot nobody refreshes for a day belongs to a query no profile uses any more."""
@@ -28,10 +36,10 @@ class StoredQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A :class:`TrafficQuery` as plain data (Celery task arguments, Redis values, database rows)."""
 
     address: str = ""
-    device_name: str = "eth0"
-    time_range_minutes: int = 5
-    node_label: str = "kubernetes_node"
-    query_mode: Literal["increase", "sum_over_time"] = "increase"
+    device_name: str = DEFAULT_DEVICE_NAME
+    time_range_minutes: int = DEFAULT_WINDOW_MINUTES
+    node_label: str = DEFAULT_NODE_LABEL
+    query_mode: QueryMode = DEFAULT_QUERY_MODE
 
 
 class StoredSnapshot(msgspec.Struct, omit_defaults=True):

@@ -29,7 +29,7 @@ from dashboard.traffic.snapshots import Keys, decode_snapshot
 from dashboard.traffic.sources import traffic_source_for
 from scheduler_core.herd import InMemoryBindLog, RecentBinds
 from scheduler_core.plugins.base import TrafficView
-from scheduler_core.plugins.traffic import NetworkTrafficArgs, TrafficArgs
+from scheduler_core.plugins.traffic import DEFAULT_MAX_STALENESS_SECONDS, NetworkTrafficArgs, TrafficArgs
 from scheduler_core.profiles import Profile
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot, TrafficSource, TrafficSourceError
 
@@ -104,7 +104,7 @@ class InlineFallback:
     def fetch_if_needed(
         self, query: TrafficQuery, current: TrafficSnapshot | None, now: float
     ) -> TrafficSnapshot | None:
-        limit = self.max_age_seconds.get(query, 120.0)
+        limit = self.max_age_seconds.get(query, DEFAULT_MAX_STALENESS_SECONDS)
         if current is not None and current.fetched_at > 0 and current.age_seconds(now) <= limit:
             return None
         tick = time.monotonic()

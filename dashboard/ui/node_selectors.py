@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from dashboard.models import NodeReasonTally, NodeTally, SchedulingCycle
 from dashboard.ui.selectors import recent_calls, stored_filter_record
+from scheduler_core.record import FILTER
 
 REFRESH_HISTORY = timedelta(hours=6)
 """How far back the chart reads the refresh snapshots."""
@@ -121,7 +122,7 @@ def _latest_call_traffic(stats: dict[str, NodeStats]) -> datetime | None:
     among the newest calls. Returns that call's start, None when there is none or it recorded no traffic."""
     latest = (
         recent_calls()
-        .filter(verb="filter", http_status=200)
+        .filter(verb=FILTER, http_status=200)
         .order_by("-id")
         .values_list("started_at", "body", "record_json")
         .first()

@@ -14,11 +14,11 @@ from typing import Any
 from dashboard.models import Outcome, SchedulingCycle, VerbCall
 from scheduler_core.explain import Explanation, NodeExplanation, contribution, explain
 from scheduler_core.figures import TrafficFigures
+from scheduler_core.plugins.traffic import NetworkTraffic
+from scheduler_core.record import FILTER, PRIORITIZE
 from scheduler_core.traffic_terms import TrafficTerms
 from scheduler_core.units import human_bytes
 
-TRAFFIC_SCORE = "NetworkTraffic"
-TRAFFIC_FILTER = "TrafficThreshold"
 CHART_NODES = 30
 
 
@@ -142,7 +142,7 @@ def build_decision(
     by_verb: dict[str, VerbCall] = {}
     for call in calls:
         by_verb[call.verb] = call
-    filter_call, prioritize_call = by_verb.get("filter"), by_verb.get("prioritize")
+    filter_call, prioritize_call = by_verb.get(FILTER), by_verb.get(PRIORITIZE)
     fr = filter_call.record if filter_call is not None and filter_call.http_status == 200 else None
     pr = prioritize_call.record if prioritize_call is not None and prioritize_call.http_status == 200 else None
     fr = fr if fr and "nodes" in fr else None
@@ -183,9 +183,9 @@ def build_decision(
         score_plugins = [(p["name"], p["weight"], p.get("applicable", True)) for p in plugins]
         plugin_notes = [(p["name"], p["note"]) for p in plugins if p.get("note")]
         for p in plugins:
-            if p["name"] == TRAFFIC_SCORE and p.get("metric_age_seconds") is not None:
+            if p["name"] == NetworkTraffic.name and p.get("metric_age_seconds") is not None:
                 age = p["metric_age_seconds"] if age is None else max(age, p["metric_age_seconds"])
-            if p["name"] == TRAFFIC_SCORE and p.get("note") and not note:
+            if p["name"] == NetworkTraffic.name and p.get("note") and not note:
                 note = p["note"]
         for index, name in enumerate(pr["nodes"]):
             candidate = candidates.setdefault(name, Candidate(name, len(candidates)))
@@ -204,7 +204,7 @@ def build_decision(
                 # A plugin that did not apply says why once, in its note (scheduler_core.engine), as explain reads it.
                 note = p.get("notes", {}).get(name, "") or ("" if applicable else p.get("note", ""))
                 candidate.terms.append(Term(p["name"], p["weight"], value, points, applicable, raw, note))
-                if p["name"] == TRAFFIC_SCORE and candidate.traffic_bytes is None:
+                if p["name"] == NetworkTraffic.name and candidate.traffic_bytes is None:
                     candidate.traffic_bytes = raw
 
     reference = cycle.chosen_node or cycle.preferred_node
@@ -293,6 +293,11 @@ class TermGap:
     other_points: float | None
     reference_raw: float | None
     other_raw: float | None
+
+    @property
+    def raw_is_bytes(self) -> bool:
+        """The raw figures are NetworkTraffic's bytes (shown beside the scores)."""
+        return self.plugin == NetworkTraffic.name
 
     @property
     def gap(self) -> float | None:
@@ -391,7 +396,7 @@ def why_not(decision: Decision, node: str) -> WhyNot | None:
     decisive = max((g for g in gaps if g.gap is not None), key=lambda g: g.gap or 0.0, default=None)
     if final_gap > 0 and decisive is not None and (decisive.gap or 0) > 0:
         what = decisive.plugin
-        if decisive.plugin == TRAFFIC_SCORE and decisive.other_raw is not None and decisive.reference_raw is not None:
+        if decisive.raw_is_bytes and decisive.other_raw is not None and decisive.reference_raw is not None:
             # Worded as the summary words it: the window only when it is known.
             minutes = decision.traffic_terms.window_minutes
             over = f" in {minutes} min" if minutes is not None else ""

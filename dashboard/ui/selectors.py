@@ -22,6 +22,7 @@ from dashboard.models import SchedulingCycle, VerbCall, call_data, shared_part_d
 from dashboard.runtime import configured_profiles, running_runtime
 from dashboard.selectors import newest_first_page
 from scheduler_core.profiles import ProfileError
+from scheduler_core.record import FILTER, PRIORITIZE, VERBS
 
 PAGE_SIZE = 50
 HISTORY_COLUMNS = (
@@ -43,7 +44,6 @@ HISTORY_COLUMNS = (
     "metric_age_seconds",
     "error",
 )
-VERBS = ("filter", "prioritize", "bind", "preempt")
 
 
 class BadCursorError(ValueError):
@@ -153,7 +153,7 @@ def verb_health(*, recent: int = 500) -> list[VerbHealth]:
             .values_list("duration_ms", "http_status", "error", "started_at")[:recent]
         )
         durations = sorted(r[0] for r in rows)
-        failed = [r for r in rows if r[1] != 200 or (r[2] and verb != "prioritize")]
+        failed = [r for r in rows if r[1] != 200 or (r[2] and verb != PRIORITIZE)]
         report.append(
             VerbHealth(
                 verb=verb,
@@ -181,7 +181,7 @@ class RecordedTraffic:
 
 
 def recorded_traffic(*, recent: int = 200) -> list[RecordedTraffic]:
-    rows = recent_calls().filter(verb="filter", http_status=200).order_by("-id")
+    rows = recent_calls().filter(verb=FILTER, http_status=200).order_by("-id")
     seen: dict[str, RecordedTraffic] = {}
     for profile, at, body, record_json in rows.values_list("cycle__profile", "started_at", "body", "record_json")[
         :recent

@@ -17,7 +17,8 @@ import numpy as np
 
 from scheduler_core.history_replay.recorded_cycles import Bools, CycleColumns, CycleShape, Floats, Ints
 from scheduler_core.plugins.base import NEUTRAL_SCORE
-from scheduler_core.replay import NOT_PRIORITIZED, TRAFFIC_FILTER, TRAFFIC_SCORE, ReplayResult, Scenario
+from scheduler_core.plugins.traffic import NetworkTraffic, TrafficThreshold
+from scheduler_core.replay import NOT_PRIORITIZED, ReplayResult, Scenario
 from scheduler_core.units import human_rate
 from scheduler_core.wire import MAX_EXTENDER_PRIORITY as MAX_ANSWER
 
@@ -88,7 +89,7 @@ def _stage(columns: CycleColumns, scenario: Scenario) -> Stage:
     traffic_missing: Bools | None = None
     traffic_above: Bools | None = None
     for name in scenario.filters:
-        if name == TRAFFIC_FILTER:
+        if name == TrafficThreshold.name:
             if not usable:
                 if scenario.fail_on_missing:
                     traffic_missing = np.ones(count, dtype=bool)
@@ -260,7 +261,7 @@ def replay_batch(cycles: Sequence[CycleColumns], scenario: Scenario) -> BatchOut
     for name, weight in scenario.weights.items():
         if weight <= 0 or not width:
             continue
-        if name == TRAFFIC_SCORE:
+        if name == NetworkTraffic.name:
             if stage.neutral:
                 total += NEUTRAL_SCORE * weight
                 weight_sum = weight_sum + weight
@@ -348,7 +349,7 @@ def partial_reasons(shape: CycleShape, scenario: Scenario, stage: Stage) -> Call
             return {}
         found: dict[str, str] = {}
         for name in scenario.filters:
-            if name == TRAFFIC_FILTER:
+            if name == TrafficThreshold.name:
                 if stage.traffic_missing is not None and stage.traffic_missing[position]:
                     found[name] = "traffic metrics unavailable" if not stage.usable else "no traffic series for node"
                 elif stage.traffic_above is not None and stage.traffic_above[position]:
@@ -369,7 +370,7 @@ def partial_rejections(
         found: list[tuple[str, str, int]] = []
         rejected = np.zeros(len(mask), dtype=bool)
         for name in scenario.filters:
-            if name == TRAFFIC_FILTER:
+            if name == TrafficThreshold.name:
                 missing = stage.traffic_missing
                 if missing is not None:
                     hit = mask & missing

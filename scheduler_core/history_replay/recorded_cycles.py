@@ -19,8 +19,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from scheduler_core.answer import DEFAULT_ANSWER_SCALE
-from scheduler_core.record import NODE_CACHE
-from scheduler_core.replay import TRAFFIC_SCORE, RecordedInputs, Scenario
+from scheduler_core.plugins.traffic import NetworkTraffic
+from scheduler_core.record import FILTER, NODE_CACHE
+from scheduler_core.replay import RecordedInputs, Scenario
 
 if TYPE_CHECKING:  # for annotations only: fast_replay imports this module
     from scheduler_core.history_replay.fast_replay import Stage
@@ -138,13 +139,13 @@ class CycleColumns:
 
     @property
     def has_traffic_plugin(self) -> bool:
-        return any(p.name == TRAFFIC_SCORE for p in self.plugins)
+        return any(p.name == NetworkTraffic.name for p in self.plugins)
 
     def traffic_key(self) -> tuple[Any, ...]:
         """Cycles of one shape with the same key read the same traffic figures
         (:func:`~scheduler_core.history_replay.fast_replay._traffic_arrays`)."""
         if self.raw_is_filter:
-            return ("filter",)
+            return (FILTER,)
         if self.traffic_raw is None:
             return ("none", self.has_traffic_plugin)
         return ("own", id(self))
@@ -227,7 +228,7 @@ def columns_from_inputs(inputs: RecordedInputs) -> CycleColumns | None:
             if scores is None or np.isnan(scores).any():
                 return None
             plugins.append(PluginColumns(plugin.name, plugin.weight, plugin.applicable, scores))
-            if plugin.name == TRAFFIC_SCORE:
+            if plugin.name == NetworkTraffic.name:
                 traffic_plugins += 1
                 if plugin.raw:
                     if len(plugin.raw) != len(found):

@@ -30,7 +30,8 @@ from scheduler_core.history_replay.report import (
     TrafficBalance,
 )
 from scheduler_core.history_replay.scenarios import candidate_description, recorded_scenario
-from scheduler_core.replay import TRAFFIC_SCORE, RecordedInputs, Scenario, replay, scenario_from_profile
+from scheduler_core.plugins.traffic import NetworkTraffic
+from scheduler_core.replay import RecordedInputs, Scenario, replay, scenario_from_profile
 
 
 class ReportBuilder:
@@ -299,7 +300,7 @@ def _traffic_only(inputs: RecordedInputs) -> Floats | None:
     usable = bool(raws)
     if inputs.prioritize is not None:
         for plugin in inputs.prioritize.plugins:
-            if plugin.name == TRAFFIC_SCORE and plugin.raw:
+            if plugin.name == NetworkTraffic.name and plugin.raw:
                 usable = True
                 for node, raw in zip(inputs.prioritize.nodes, plugin.raw, strict=False):
                     if raw is not None:

@@ -14,24 +14,9 @@ from typing import Any
 from scheduler_core.history_replay.report import CandidateDescription
 from scheduler_core.plugins import SCORE_PLUGINS
 from scheduler_core.profiles import profile_version
-from scheduler_core.replay import (
-    DEFAULT_WINDOW_SECONDS,
-    TRAFFIC_FILTER,
-    TRAFFIC_SCORE,
-    Scenario,
-    scenario_from_profile,
-)
+from scheduler_core.replay import Scenario, scenario_from_profile
+from scheduler_core.traffic_terms import window_seconds
 from scheduler_core.units import MB
-
-
-def window_seconds_of(description: Mapping[str, Any] | None) -> int:
-    """The traffic window a profile's recorded raw bytes cover (``NetworkTraffic``'s, else ``TrafficThreshold``'s
-    ``timeRangeInMinutes``), as the decision page reads it."""
-    if not description:
-        return DEFAULT_WINDOW_SECONDS
-    config: Mapping[str, Mapping[str, Any]] = description.get("pluginConfig", {})
-    args = config.get(TRAFFIC_SCORE) or config.get(TRAFFIC_FILTER) or {}
-    return int(args.get("timeRangeInMinutes", DEFAULT_WINDOW_SECONDS // 60)) * 60
 
 
 def recorded_scenario(
@@ -55,7 +40,7 @@ def recorded_scenario(
         scenario = replace(scenario, weights=dict(weights))
     if answer_scale:
         scenario = replace(scenario, answer_scale=answer_scale)
-    return replace(scenario, window_seconds=window_seconds_of(description))
+    return replace(scenario, window_seconds=window_seconds((description or {}).get("pluginConfig", {})))
 
 
 def candidate_description(

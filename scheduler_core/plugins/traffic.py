@@ -27,13 +27,26 @@ from scheduler_core.plugins.base import (
     candidate_positions,
     shared_column,
 )
-from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
+from scheduler_core.traffic import (
+    DEFAULT_DEVICE_NAME,
+    DEFAULT_NODE_LABEL,
+    DEFAULT_QUERY_MODE,
+    DEFAULT_WINDOW_MINUTES,
+    QueryMode,
+    TrafficQuery,
+    TrafficSnapshot,
+)
 from scheduler_core.units import human_rate
 
 Floats = NDArray[np.float64]
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _name = attrgetter("name")
+DEFAULT_MAX_STALENESS_SECONDS = 120.0
+DEFAULT_MAX_BYTES_PER_SECOND = 125_000_000.0
+STALE_REASON = "metrics stale"
+"""The missing reason :func:`read_traffic` records for a snapshot older than ``maxStalenessSeconds``."""
+NO_DATA_REASON = "no traffic data yet"
 
 
 class TrafficArgs(PluginArgs):
@@ -41,11 +54,11 @@ class TrafficArgs(PluginArgs):
 
     address: str = ""
     """Prometheus URL; empty uses ``PROMETHEUS_URL`` or, without it, the embedded synthetic source."""
-    device_name: str = "eth0"
-    time_range_in_minutes: int = 5
-    node_label: str = "kubernetes_node"
-    query_mode: Literal["increase", "sum_over_time"] = "increase"
-    max_staleness_seconds: float = 120.0
+    device_name: str = DEFAULT_DEVICE_NAME
+    time_range_in_minutes: int = DEFAULT_WINDOW_MINUTES
+    node_label: str = DEFAULT_NODE_LABEL
+    query_mode: QueryMode = DEFAULT_QUERY_MODE
+    max_staleness_seconds: float = DEFAULT_MAX_STALENESS_SECONDS
     """Older snapshots count as missing: scheduling on minutes-old traffic is worse than not using it."""
     missing_policy: Literal["neutral", "fail"] = "neutral"
     """A node without usable metrics (no series, no snapshot, or one older than ``maxStalenessSeconds``):
@@ -93,7 +106,7 @@ class NetworkTrafficArgs(TrafficArgs):
 
 
 class TrafficThresholdArgs(TrafficArgs):
-    max_bytes_per_second: float = 125_000_000.0
+    max_bytes_per_second: float = DEFAULT_MAX_BYTES_PER_SECOND
     """A saturated gigabit link: a node receiving more than this is busy enough to avoid outright."""
     fail_on_missing: bool = False
     """Missing metrics pass by default so a Prometheus outage does not make the cluster unschedulable.
@@ -128,12 +141,12 @@ class TrafficReading:
 def read_traffic(ctx: CycleContext, args: TrafficArgs) -> TrafficReading:
     snapshot = ctx.traffic.latest(args.query())
     if snapshot is None:
-        return TrafficReading(None, "no traffic data yet", None)
+        return TrafficReading(None, NO_DATA_REASON, None)
     if snapshot.fetched_at <= 0:  # a source that never answered: only its error is known
-        return TrafficReading(None, "no traffic data yet", None, snapshot.error)
+        return TrafficReading(None, NO_DATA_REASON, None, snapshot.error)
     age = snapshot.age_seconds(ctx.now)
     if age > args.max_staleness_seconds:
-        return TrafficReading(None, "metrics stale", age, snapshot.error)
+        return TrafficReading(None, STALE_REASON, age, snapshot.error)
     return TrafficReading(snapshot, "", age, snapshot.error)
 
 

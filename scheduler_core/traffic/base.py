@@ -8,6 +8,11 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 QueryMode = Literal["increase", "sum_over_time"]
+DEFAULT_DEVICE_NAME = "eth0"
+DEFAULT_WINDOW_MINUTES = 5
+DEFAULT_NODE_LABEL = "kubernetes_node"
+DEFAULT_QUERY_MODE: QueryMode = "increase"
+"""A query's defaults, which a profile's traffic args and the stored query share."""
 
 
 class TrafficSourceError(Exception):
@@ -20,13 +25,13 @@ class TrafficQuery:
 
     address: str = ""
     """Prometheus base URL; empty means the process-wide default source."""
-    device_name: str = "eth0"
+    device_name: str = DEFAULT_DEVICE_NAME
     """The network interface whose received bytes count (``device`` label of node-exporter)."""
-    time_range_minutes: int = 5
+    time_range_minutes: int = DEFAULT_WINDOW_MINUTES
     """The window over which bytes are summed; five minutes smooths scrape jitter but still follows bursts."""
-    node_label: str = "kubernetes_node"
+    node_label: str = DEFAULT_NODE_LABEL
     """The series label that carries the Kubernetes node name."""
-    query_mode: QueryMode = "increase"
+    query_mode: QueryMode = DEFAULT_QUERY_MODE
     """``increase``: bytes received in the window; ``sum_over_time``: the original tutorial's query."""
 
     @property
