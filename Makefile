@@ -30,8 +30,10 @@ lint:
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# The Django plugin imports the settings; config/ holds them once it exists (issue 29), dashboard/ until then.
+typecheck: export DJANGO_SETTINGS_MODULE = $(if $(wildcard config/settings.py),config.settings,dashboard.settings)
 typecheck:
-	$(VENV)/bin/mypy scheduler_core
+	$(VENV)/bin/mypy scheduler_core dashboard $(wildcard config)
 
 importlint:
 	$(VENV)/bin/lint-imports

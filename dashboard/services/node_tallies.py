@@ -345,7 +345,7 @@ def _subtract(model: type[Model], keys: tuple[str, ...], amounts: tuple[str, ...
         return
     if connection.vendor != "postgresql":
         for row in rows:
-            model.objects.filter(**dict(zip(keys, row, strict=False))).update(
+            model._default_manager.filter(**dict(zip(keys, row, strict=False))).update(  # (a model given as a type)
                 **{a: Greatest(F(a) - n, 0) for a, n in zip(amounts, row[len(keys) :], strict=True)}
             )
         return
