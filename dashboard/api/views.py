@@ -247,6 +247,7 @@ class NodeViewSet(ReadOnlyModelViewSet[NodeTally]):
     def get_queryset(self) -> QuerySet[NodeTally]:
         return selectors.node_list()
 
+    # Pages nodes only (their reasons are fetched per page); DRF's declares any rows.
     def paginate_queryset(self, queryset: QuerySet[NodeTally]) -> list[NodeTally] | None:  # type: ignore[override]
         page = super().paginate_queryset(queryset)
         if page is not None:  # the page's reasons in one query, not one per node

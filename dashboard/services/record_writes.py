@@ -72,6 +72,7 @@ def update_cycles(cycles: list[SchedulingCycle], fields: Sequence[str]) -> None:
         )
         with cursor.cursor.copy(f"COPY {staging} (id, {', '.join(columns)}) FROM STDIN") as copy:
             for cycle in cycles:
+                # (fields: concrete, so never the relations get_field may also answer, which have no attname)
                 copy.write_row([cycle.pk, *(getattr(cycle, field.attname) for field in model_fields)])  # type: ignore[union-attr]
         assignments = ", ".join(f"{column} = s.{column}" for column in columns)
         cursor.execute(f"UPDATE {table} AS c SET {assignments} FROM {staging} AS s WHERE c.id = s.id")  # noqa: S608

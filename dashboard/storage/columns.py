@@ -91,10 +91,10 @@ def column_encode(values: Sequence[float | None]) -> Column:
     """
     maybe_none = False
     try:
-        total = sum(values)  # type: ignore[arg-type]
+        total = sum(values)  # type: ignore[arg-type]  # a None raises TypeError: caught below
     except TypeError:  # None among them (a node without a metric), or not numbers
         maybe_none = True
-        total = sum(filter(_no_none, values))  # type: ignore[arg-type]
+        total = sum(filter(_no_none, values))  # type: ignore[arg-type]  # the filter drops the None (mypy cannot see it)
     if not isfinite(total):
         return Column(GENERIC, values=list(values))  # NaN or infinities (never from the engine): kept as they are
     sample = [v for v in values[:64] if v is not None]
