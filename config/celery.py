@@ -27,7 +27,7 @@ DELIVERY_COUNT_TTL_SECONDS = 24 * 3600
 DEAD_LETTER_KEEP = 1000
 
 
-class PoisonGuardTask(Task):  # type: ignore[misc]
+class PoisonGuardTask(Task[Any, Any]):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         request = self.request
         key = _deliveries_key(request.id) if request.id and not request.called_directly else None
@@ -65,7 +65,7 @@ def dead_letter_key() -> str:
     return f"{settings.SCHEDLENS_REDIS_PREFIX}celery:dead-letter"
 
 
-def _delivered_too_often(task: Task, key: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+def _delivered_too_often(task: Task[Any, Any], key: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     from django.conf import settings
 
     limit = settings.SCHEDLENS_CELERY_MAX_DELIVERIES

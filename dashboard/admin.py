@@ -1,9 +1,10 @@
 from django.contrib import admin
+from django.http import HttpRequest
 
 from dashboard.models import SchedulingCycle, VerbCall
 
 
-class VerbCallInline(admin.TabularInline):
+class VerbCallInline(admin.TabularInline):  # type: ignore[type-arg]  # generic only in django-stubs, not at run time
     model = VerbCall
     extra = 0
     fields = ("verb", "started_at", "duration_ms", "http_status", "error", "server")
@@ -12,7 +13,7 @@ class VerbCallInline(admin.TabularInline):
 
 
 @admin.register(SchedulingCycle)
-class SchedulingCycleAdmin(admin.ModelAdmin):
+class SchedulingCycleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # (as VerbCallInline)
     list_display = (
         "started_at",
         "pod_namespace",
@@ -27,11 +28,11 @@ class SchedulingCycleAdmin(admin.ModelAdmin):
     inlines = [VerbCallInline]
 
     # The record is an audit trail: readable here, never editable.
-    def has_add_permission(self, request):  # type: ignore[no-untyped-def]
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+    def has_change_permission(self, request: HttpRequest, obj: object | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+    def has_delete_permission(self, request: HttpRequest, obj: object | None = None) -> bool:
         return False

@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from django.contrib.auth.backends import ModelBackend
-from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.http import HttpRequest
 
 from dashboard.services.demo_login import DEMO_PASSWORD, binds_are_real
@@ -20,7 +20,7 @@ class RealClusterLoginBackend(ModelBackend):
 
     def authenticate(
         self, request: HttpRequest | None, username: str | None = None, password: str | None = None, **kwargs: Any
-    ) -> AbstractBaseUser | None:
+    ) -> User | None:
         if password == DEMO_PASSWORD and binds_are_real():
             log.warning("login of %r with the demo's published password refused: binds are real", username)
             return None

@@ -89,6 +89,7 @@ class _Considered(Func):
         super().__init__(F("candidate_slot"), Value(node))
         self.listed = listed
 
+    # Renders its own SQL: no function, template or joiner to take (Func's), parameters as a list (Django takes one).
     def as_sql(self, compiler: Any, connection: Any, **extra_context: Any) -> tuple[str, list[Any]]:  # type: ignore[override]
         slot, node = self.get_source_expressions()
         slot_sql, slot_params = compiler.compile(slot)

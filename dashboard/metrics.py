@@ -141,7 +141,9 @@ class StateCollector(Collector):
             if not row:
                 continue
             values = [query_key(query), _source_label(query), query.device_name]
-            duration.add_metric(values, count_value=row.get("refreshes", 0.0), sum_value=row.get("duration_sum", 0.0))
+            duration.add_metric(
+                values, count_value=int(row.get("refreshes", 0)), sum_value=row.get("duration_sum", 0.0)
+            )
             last.add_metric(values, row.get("last_duration", 0.0))
             errors.add_metric(values, row.get("errors", 0.0))
         yield from (duration, last, errors)

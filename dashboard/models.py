@@ -281,7 +281,7 @@ class ChainOrigin(models.Model):
         return f"a chain of {self.binds} binds since {self.first_appended_at:%Y-%m-%d %H:%M}"
 
 
-class BitStringField(models.TextField):  # type: ignore[type-arg]
+class BitStringField(models.TextField):  # type: ignore[type-arg]  # generic only in django-stubs, not at run time
     """``bit(256)`` on PostgreSQL (written and read as a string of 0 and 1), text elsewhere (unused there)."""
 
     def db_type(self, connection: Any) -> str | None:

@@ -187,7 +187,7 @@ def _with_calls(queryset: QuerySet[SchedulingCycle], chunk_size: int) -> Iterato
         # The prefetched calls and their cycle refer to each other (Django caches the relation both ways), so
         # reference counting never frees them, decoded records included: only the cyclic collector does, which
         # a worker runs rarely (config.gunicorn_conf.post_worker_init). Breaking the loop frees them now.
-        cycle._prefetched_objects_cache.clear()
+        cycle._prefetched_objects_cache.clear()  # type: ignore[attr-defined]  # Django's, private: not in django-stubs
 
 
 def _cell(value: Any) -> Any:

@@ -84,8 +84,11 @@ class CycleCursorPagination(BasePagination):
             raise ValidationError({self.ordering_query_param: f"must be one of {', '.join(ORDERINGS)}"})
         return ordering == "-started_at"
 
-    def paginate_queryset(
-        self, queryset: QuerySet[SchedulingCycle], request: Request, view: Any = None
+    def paginate_queryset(  # type: ignore[override]  # cycles only (keyed on their fields); DRF's takes any rows
+        self,
+        queryset: QuerySet[SchedulingCycle],  # type: ignore[override]
+        request: Request,
+        view: Any = None,
     ) -> list[SchedulingCycle]:
         self.request = request
         size = self._page_size(request)

@@ -134,8 +134,8 @@ class ChangedDecisionSerializer(serializers.Serializer[Any]):
 
 
 class CandidateSerializer(serializers.Serializer[Any]):
-    label = serializers.CharField()
-    source = serializers.CharField(help_text="profile (configured) or yaml.")
+    label = serializers.CharField()  # type: ignore[assignment]  # a declared field, popped from the class by DRF: not Field.label
+    source = serializers.CharField(help_text="profile (configured) or yaml.")  # type: ignore[assignment]  # a declared field, popped from the class by DRF: not Field.source
     filters = serializers.ListField(child=serializers.CharField())
     weights = serializers.DictField(child=serializers.IntegerField())
     max_bytes_per_second = serializers.FloatField()

@@ -32,7 +32,7 @@ class _PlainSerializer(serializers.Serializer[Any]):
     def _plain_fields(self) -> list[tuple[str, Callable[[Any], Any]]]:
         fields = list(self._readable_fields)
         assert all(f.source == f.field_name for f in fields), "a plain shape reads attributes of the same name"
-        return [(f.field_name, f.to_representation) for f in fields]
+        return [(f.field_name, f.to_representation) for f in fields if f.field_name is not None]  # (bound: all named)
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -130,7 +130,7 @@ class TrafficTermsSerializer(_PlainSerializer):
     max_staleness_seconds = serializers.FloatField(
         allow_null=True, help_text="The age past which traffic counts as stale (maxStalenessSeconds); null: not known."
     )
-    source = serializers.CharField(
+    source = serializers.CharField(  # type: ignore[assignment]  # a declared field, popped from the class by DRF: not Field.source
         help_text="configured: the profile as configured now (the record does not carry them); empty: not known."
     )
     unknown = serializers.CharField(
@@ -188,7 +188,7 @@ class ExplanationSerializer(_PlainSerializer):
 # --- cycles -----------------------------------------------------------------------------------------
 
 
-class CycleSerializer(serializers.HyperlinkedModelSerializer):
+class CycleSerializer(serializers.HyperlinkedModelSerializer[SchedulingCycle]):
     url = serializers.HyperlinkedIdentityField(view_name="api:cycle-detail")
 
     class Meta:

@@ -15,7 +15,9 @@ class _RatesFromSettings:
     scope: str | None
 
     def get_rate(self) -> str | None:
-        rates: dict[str, str | None] = api_settings.DEFAULT_THROTTLE_RATES
+        # djangorestframework-stubs type these rates as numbers; DRF reads "<count>/<period>" strings (the same
+        # stubs type SimpleRateThrottle.THROTTLE_RATES, copied from them, as strings).
+        rates: dict[str, str | None] = api_settings.DEFAULT_THROTTLE_RATES  # type: ignore[assignment]
         return rates.get(self.scope or "")
 
 

@@ -6,6 +6,7 @@ read (and a 401/403 for everyone else); ``tests/dashboard/api/test_auth.py`` che
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -19,6 +20,7 @@ from rest_framework import status
 from rest_framework.exceptions import APIException, NotFound, ValidationError
 from rest_framework.filters import OrderingFilter
 from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -86,13 +88,14 @@ class CycleViewSet(ReadOnlyModelViewSet[SchedulingCycle]):
 class _FirstRenderer(BaseContentNegotiation):
     """Exports answer their own media type whatever ``Accept`` says; errors are JSON."""
 
-    def select_parser(self, request: Request, parsers: list[Any]) -> Any:
-        return parsers[0] if parsers else None
+    def select_parser(self, request: Request, parsers: Iterable[BaseParser]) -> BaseParser | None:
+        return next(iter(parsers), None)
 
     def select_renderer(
-        self, request: Request, renderers: list[BaseRenderer], format_suffix: str | None = None
+        self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
     ) -> tuple[BaseRenderer, str]:
-        return renderers[0], str(renderers[0].media_type)
+        first = next(iter(renderers))
+        return first, str(first.media_type)
 
 
 class _CycleExport(GenericViewSet[SchedulingCycle]):
@@ -103,7 +106,7 @@ class _CycleExport(GenericViewSet[SchedulingCycle]):
     renderer_classes = [JSONRenderer]
     content_negotiation_class = _FirstRenderer
     media_type: ClassVar[str]
-    suffix: ClassVar[str]
+    extension: ClassVar[str]  # not ``suffix``: ViewSetMixin.as_view() sets that to None (a view name's suffix)
 
     def get_queryset(self) -> QuerySet[SchedulingCycle]:
         return selectors.cycle_export_queryset()
@@ -115,7 +118,7 @@ class _CycleExport(GenericViewSet[SchedulingCycle]):
         queryset = self.filter_queryset(self.get_queryset())
         response = StreamingHttpResponse(self._stream(queryset), content_type=self.media_type)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        response["Content-Disposition"] = f'attachment; filename="schedlens-cycles-{stamp}.{self.suffix}"'
+        response["Content-Disposition"] = f'attachment; filename="schedlens-cycles-{stamp}.{self.extension}"'
         return response
 
 
@@ -134,7 +137,7 @@ def _explained(cycle: SchedulingCycle) -> Any:
 
 class CycleCsvExport(_CycleExport):
     media_type = "text/csv; charset=utf-8"
-    suffix = "csv"
+    extension = "csv"
 
     def _stream(self, queryset: QuerySet[SchedulingCycle]) -> Any:
         chunk_size = settings.SCHEDLENS_EXPORT_CHUNK_SIZE
@@ -163,7 +166,7 @@ class CycleCsvExport(_CycleExport):
 
 class CycleNdjsonExport(_CycleExport):
     media_type = "application/x-ndjson"
-    suffix = "ndjson"
+    extension = "ndjson"
 
     def _stream(self, queryset: QuerySet[SchedulingCycle]) -> Any:
         include = _included(self.request, ("calls", "explanation"))
@@ -244,6 +247,7 @@ class NodeViewSet(ReadOnlyModelViewSet[NodeTally]):
     def get_queryset(self) -> QuerySet[NodeTally]:
         return selectors.node_list()
 
+    # Pages nodes only (their reasons are fetched per page); DRF's declares any rows.
     def paginate_queryset(self, queryset: QuerySet[NodeTally]) -> list[NodeTally] | None:  # type: ignore[override]
         page = super().paginate_queryset(queryset)
         if page is not None:  # the page's reasons in one query, not one per node

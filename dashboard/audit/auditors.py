@@ -27,7 +27,7 @@ def auditor_token_issue(*, username: str, rotate: bool = False) -> IssuedToken:
     """
     user_model = get_user_model()
     with transaction.atomic():
-        user, user_created = user_model.objects.get_or_create(**{user_model.USERNAME_FIELD: username})
+        user, user_created = user_model.objects.get_or_create(defaults=None, **{user_model.USERNAME_FIELD: username})
         if user_created:
             user.set_unusable_password()
             user.save(update_fields=["password"])

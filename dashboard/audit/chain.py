@@ -24,7 +24,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
-from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from django.conf import settings
@@ -366,7 +366,8 @@ def _rows_after(after_id: int, before_id: int | None, chunk_size: int) -> Iterat
     rows = VerbCall.objects.filter(id__gt=after_id)
     if before_id is not None:
         rows = rows.filter(id__lt=before_id)
-    return rows.order_by("id").values(*_WALK_FIELDS).iterator(chunk_size)
+    walked: Iterator[dict[str, Any]] = rows.order_by("id").values(*_WALK_FIELDS).iterator(chunk_size)
+    return walked
 
 
 def chain_walk(

@@ -50,7 +50,7 @@ class ConfirmedAnswer(HttpResponse):
 
     def __iter__(self) -> Iterator[bytes]:
         self._iterated = True
-        yield from self._container
+        yield from self._container  # type: ignore[attr-defined]  # HttpResponse's chunks: private, not in django-stubs
         confirm(self._row_id)
 
     def close(self) -> None:

@@ -46,7 +46,8 @@ def insert_cycles(cycles: list[SchedulingCycle]) -> None:
         return
     fields = list(SchedulingCycle._meta.concrete_fields)
     table = connection.ops.quote_name(SchedulingCycle._meta.db_table)
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    # A concrete field always has a column (Django: concrete = column is not None); django-stubs type it optional.
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)  # type: ignore[arg-type]
     with connection.cursor() as cursor, cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
         for cycle in cycles:
             copy.write_row([getattr(cycle, f.attname) for f in fields])
@@ -63,7 +64,7 @@ def update_cycles(cycles: list[SchedulingCycle], fields: Sequence[str]) -> None:
     q = connection.ops.quote_name
     table = q(SchedulingCycle._meta.db_table)
     staging = q("staging_cycle_update")
-    columns = [q(field.column) for field in model_fields]  # type: ignore[union-attr]
+    columns = [q(field.column) for field in model_fields]  # type: ignore[union-attr,arg-type]  # (fields: concrete)
     with connection.cursor() as cursor:
         cursor.execute(  # the columns' types; once per connection
             f"CREATE TEMPORARY TABLE IF NOT EXISTS {staging} AS "  # noqa: S608
@@ -71,6 +72,7 @@ def update_cycles(cycles: list[SchedulingCycle], fields: Sequence[str]) -> None:
         )
         with cursor.cursor.copy(f"COPY {staging} (id, {', '.join(columns)}) FROM STDIN") as copy:
             for cycle in cycles:
+                # (fields: concrete, so never the relations get_field may also answer, which have no attname)
                 copy.write_row([cycle.pk, *(getattr(cycle, field.attname) for field in model_fields)])  # type: ignore[union-attr]
         assignments = ", ".join(f"{column} = s.{column}" for column in columns)
         cursor.execute(f"UPDATE {table} AS c SET {assignments} FROM {staging} AS s WHERE c.id = s.id")  # noqa: S608

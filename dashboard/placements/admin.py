@@ -7,7 +7,7 @@ from dashboard.placements.models import PlacementObservation
 
 
 @admin.register(PlacementObservation)
-class PlacementObservationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class PlacementObservationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic only in django-stubs
     """Read-only: observations come from the API, never from a person."""
 
     list_display = ("occurred_at", "kind", "pod_namespace", "pod_name", "node", "reason", "cycle")

@@ -117,6 +117,8 @@ def _matching_cycle(observation: PlacementObservation) -> SchedulingCycle | None
 
 
 def _apply(observation: PlacementObservation) -> int:
+    if observation.cycle_id is None:  # never: _settle links it first (and no cycle has a null id)
+        return 0
     cycles = SchedulingCycle.objects.filter(pk=observation.cycle_id)
     if observation.kind == ObservationKind.BOUND:
         with transaction.atomic():

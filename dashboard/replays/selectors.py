@@ -156,7 +156,8 @@ def selected_cycles(selection: ReplaySelection) -> QuerySet[SchedulingCycle]:
     filterset = CycleFilterSet(selection.filter_params(), queryset=SchedulingCycle.objects.all())
     if not filterset.is_valid():  # checked when the replay was started
         raise ValueError(f"the selection is not valid: {dict(filterset.errors)}")
-    return filterset.qs
+    cycles: QuerySet[SchedulingCycle] = filterset.qs  # (django-filter has no type hints)
+    return cycles
 
 
 def replay_cycle_ids(selection: ReplaySelection, *, limit: int) -> Sequence[int]:

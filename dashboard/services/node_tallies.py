@@ -348,10 +348,11 @@ def _subtract(model: type[Model], keys: tuple[str, ...], amounts: tuple[str, ...
         return
     if connection.vendor != "postgresql":
         for row in rows:
-            model.objects.filter(**dict(zip(keys, row, strict=False))).update(
+            model._default_manager.filter(**dict(zip(keys, row, strict=False))).update(  # (a model given as a type)
                 **{a: Greatest(F(a) - n, 0) for a, n in zip(amounts, row[len(keys) :], strict=True)}
             )
         return
+    # get_field may also answer a relation, which has no column: these names are the model's own columns.
     column = {name: model._meta.get_field(name).column for name in (*keys, *amounts)}  # type: ignore[union-attr]
     arrays = [f"%s::{model._meta.get_field(k).db_type(connection)}[]" for k in keys] + ["%s::bigint[]"] * len(amounts)
     sets = ", ".join(f"{column[a]} = GREATEST(t.{column[a]} - v.{a}, 0)" for a in amounts)

@@ -166,7 +166,7 @@ def _posting_ranges_drop() -> list[str]:
     return dropped
 
 
-def _partition_create(parent: str, name: str, key: str, low: object, high: object) -> bool:
+def _partition_create(parent: str, name: str, key: str, low: int | datetime, high: int | datetime) -> bool:
     """Create partition ``name`` of ``parent`` for ``key`` in [low, high); False when rows of that range already
     landed in the DEFAULT partition (a partition cannot be created over them: they stay there, retention deletes
     them row by row)."""

@@ -140,7 +140,7 @@ def cycles_prune(*, older_than: datetime, dry_run: bool = False, batch_size: int
         cycles_deleted = 0
         doomed = SchedulingCycle.objects.filter(started_at__lt=older_than, calls__isnull=True)
         while found := list(doomed.values_list("id", "preferred_node", "outcome", "chosen_node")[:batch_size]):
-            tally_cycles(removed, (counted for _, *counted in found))
+            tally_cycles(removed, ((preferred, outcome, chosen) for _, preferred, outcome, chosen in found))
             ids = [cycle_id for cycle_id, *_ in found]
             cycles_deleted += SchedulingCycle.objects.filter(id__in=ids).delete()[1].get(SchedulingCycle._meta.label, 0)
         if walk.last_id is not None:

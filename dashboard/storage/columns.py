@@ -32,7 +32,7 @@ from functools import partial
 from itertools import repeat
 from math import isfinite
 from operator import countOf, is_not
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import numpy as np
@@ -91,10 +91,10 @@ def column_encode(values: Sequence[float | None]) -> Column:
     """
     maybe_none = False
     try:
-        total = sum(values)  # type: ignore[arg-type]
+        total = sum(values)  # type: ignore[arg-type]  # a None raises TypeError: caught below
     except TypeError:  # None among them (a node without a metric), or not numbers
         maybe_none = True
-        total = sum(filter(_no_none, values))  # type: ignore[arg-type]
+        total = sum(filter(_no_none, values))  # type: ignore[arg-type]  # the filter drops the None (mypy cannot see it)
     if not isfinite(total):
         return Column(GENERIC, values=list(values))  # NaN or infinities (never from the engine): kept as they are
     sample = [v for v in values[:64] if v is not None]
@@ -103,7 +103,7 @@ def column_encode(values: Sequence[float | None]) -> Column:
         nones = [i for i, v in enumerate(values) if v is None] if maybe_none else []
         floats = list(filter(_no_none, values)) if nones else values
         try:
-            raw = array("d", floats).tobytes()  # type: ignore[arg-type]
+            raw = array("d", cast("Sequence[float]", floats)).tobytes()  # no None left (nones are filtered out)
         except TypeError:
             return Column(GENERIC, values=list(values))
         # Every value a float, not an int or bool the array would have taken as one (it would read back a float).
@@ -123,14 +123,13 @@ def cached_column(values: Sequence[float | None]) -> Column:
 
 def column_decode(column: Column) -> list[Any]:
     kind = column.kind
-    values: list[Any]
     if kind == TEXT:
         return list(msgspec.json.decode(column.data))
     if kind == GENERIC:
         return list(column.values)
     if kind != F64_SHUFFLED:
         raise ValueError(f"column kind {kind} cannot be decoded alone")
-    values = array("d", _unshuffle(column.data, 8)).tolist()
+    values: list[Any] = array("d", _unshuffle(column.data, 8)).tolist()
     for position in column.nones:
         values.insert(position, None)
     return values

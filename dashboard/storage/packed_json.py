@@ -87,7 +87,7 @@ def stored_form(value: Any) -> Any:
     return value
 
 
-class PackedJSONField(models.JSONField):  # type: ignore[type-arg]
+class PackedJSONField(models.JSONField):
     """A ``jsonb`` (or JSON text) column whose large values the ingester packs; reads give the original value."""
 
     def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:

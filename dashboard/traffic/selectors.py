@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any, cast
 
 from django.db.models import QuerySet
 
@@ -30,5 +31,6 @@ def traffic_history(
     )
     wanted = set(nodes) if nodes else None
     return [
-        (started, {n: float(v) for n, v in values.items() if wanted is None or n in wanted}) for started, values in rows
+        (started, {n: float(v) for n, v in cast("dict[str, Any]", values).items() if wanted is None or n in wanted})
+        for started, values in rows  # (values: never null, filtered above)
     ]

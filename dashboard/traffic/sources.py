@@ -31,7 +31,7 @@ def fetch_deadline_seconds(source: TrafficSource) -> float:
         return 0.0
     retries = int(getattr(source, "retries", 0))
     backoff = float(getattr(source, "backoff_seconds", 0.0))
-    return float(timeout) * (retries + 1) + backoff * (2**retries - 1)
+    return float(timeout) * (retries + 1) + backoff * (2.0**retries - 1)
 
 
 def traffic_source_for(

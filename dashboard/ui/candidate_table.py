@@ -82,9 +82,9 @@ def _candidate_row(d: Decision, c: Candidate) -> str:
         cells.append(f'<td class="muted num">{DASH}</td>' * len(d.score_plugins))
     cells.append(f'<td class="num final">{score(c.final)}</td>')
     answer = DASH if c.extender is None else _text(c.extender)
-    points = c.explained.kube_scheduler_points if c.explained is not None else None
-    if points is not None:
-        answer += f'<span class="sub">{_text(points)} pts in kube-scheduler</span>'
+    kube_points = c.explained.kube_scheduler_points if c.explained is not None else None
+    if kube_points is not None:
+        answer += f'<span class="sub">{_text(kube_points)} pts in kube-scheduler</span>'
     cells.append(f'<td class="num answer">{answer}</td>')
     why_not = "" if reference else f'<a href="?why_not={escape(quote(c.node))}#why-not">why not?</a>'
     cells.append(f'<td class="nowrap">{why_not}</td></tr>')

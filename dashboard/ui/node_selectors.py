@@ -113,7 +113,7 @@ def _refresh_traffic(stats: dict[str, NodeStats]) -> bool:
     history = traffic_history(query_key=key, since=timezone.now() - REFRESH_HISTORY)
     for entry in stats.values():
         entry.traffic = [(at, values.get(entry.name)) for at, values in history]
-        entry.absent_from_refresh = bool(newest) and entry.name not in newest
+        entry.absent_from_refresh = bool(newest and entry.name not in newest)
     return True
 
 

@@ -77,7 +77,7 @@ def _uploaded_yaml(request: HttpRequest, form: StartForm) -> str:
     upload = request.FILES.get("candidate_file")
     if upload is None:
         return ""
-    data = upload.read(MAX_YAML_BYTES + 1)
+    data: bytes = upload.read(MAX_YAML_BYTES + 1)
     if len(data) > MAX_YAML_BYTES:
         form.add("candidate_file", f"at most {MAX_YAML_BYTES // 1024} KiB of YAML")
         return ""

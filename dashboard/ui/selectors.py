@@ -104,7 +104,7 @@ def history_newer(
     return list(queryset.only(*HISTORY_COLUMNS).filter(id__gt=after_id).order_by("-started_at", "-id")[:limit])
 
 
-def stored_filter_record(body: bytes | None, record_json: Any) -> dict[str, Any]:
+def stored_filter_record(body: bytes | memoryview | None, record_json: Any) -> dict[str, Any]:
     """A filter call's record from its stored columns (a filter's body refers to no other call)."""
     return call_data(body, record_json, None, filter_records=lambda _event_id: None, shared_parts=shared_part_data)[0]
 

@@ -3,10 +3,12 @@ The observations already linked to a cycle had theirs settled by the version bef
 reconcile after the upgrade would explain their cycles again."""
 
 from django.db import migrations, models
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 from django.db.models import F
 
 
-def settle_linked(apps, schema_editor):
+def settle_linked(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     observation = apps.get_model("placements", "PlacementObservation")
     observation.objects.filter(cycle__isnull=False, explained_at__isnull=True).update(explained_at=F("observed_at"))
 

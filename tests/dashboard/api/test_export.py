@@ -7,6 +7,7 @@ import csv
 import gc
 import io
 import json
+import re
 import tracemalloc
 from datetime import timedelta
 
@@ -37,7 +38,7 @@ def test_csv_export_streams_the_cycles_of_the_time_range_oldest_first(api, histo
         {"started_after": (T0 + MINUTE).isoformat(), "started_before": (T0 + 4 * MINUTE).isoformat()},
     )
     assert response["Content-Type"] == "text/csv; charset=utf-8"
-    assert response["Content-Disposition"].startswith('attachment; filename="schedlens-cycles-')
+    assert re.fullmatch(r'attachment; filename="schedlens-cycles-\d{8}T\d{6}Z\.csv"', response["Content-Disposition"])
     rows = list(csv.DictReader(io.StringIO(body(response))))
     assert [int(r["id"]) for r in rows] == [c.id for c in history[1:4]]
     first, cycle = rows[0], history[1]
@@ -75,6 +76,7 @@ def test_ndjson_export_writes_one_cycle_object_a_line(api, history):
 def test_ndjson_export_can_carry_each_cycles_calls_with_their_chain_hashes(api, history):
     response = api.get("/api/v1/cycles/export.ndjson", {"include": "calls"})
     assert response["Content-Type"] == "application/x-ndjson"
+    assert response["Content-Disposition"].endswith('.ndjson"')
     first = json.loads(body(response).splitlines()[0])
     assert [c["verb"] for c in first["calls"]] == ["filter", "prioritize", "bind"]
     assert all(len(c["chain_hash"]) == 64 for c in first["calls"])
