@@ -107,14 +107,17 @@ def _start(series: tuple[Series, ...], workdir: Path) -> PrometheusServer:
         pytest.fail(str(exc), pytrace=False)
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: the data lie around the moment they were made (a reset 150 s before it, samples until
+# 10 minutes after), and the tests query "now". Shared by a whole session, a module running minutes after the first
+# one queried data that had moved out of its window.
+@pytest.fixture(scope="module")
 def traffic_data() -> TrafficData:
     return make_traffic_data(int(time.time()))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def prometheus_url(traffic_data: TrafficData, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """URL of a Prometheus holding :func:`traffic_data`, shared by the session; tests must not disturb it."""
+    """URL of a Prometheus holding :func:`traffic_data`, shared by a test module; tests must not disturb it."""
     server = _start(traffic_data.series, tmp_path_factory.mktemp("prometheus"))
     yield server.url
     server.stop()
