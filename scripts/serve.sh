@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make serve`: schedlens for a real cluster, from a checkout. Uses KUBECONFIG (or the in-cluster configuration):
-# the watching node cache, real Bindings, the ingester and the traffic refresh (threads of the web server), and the
-# placement watcher (its own process), supervised together: when one stops the others are stopped, and Ctrl-C
-# stops them all. SQLite in var/ unless DATABASE_URL is set; traffic from PROMETHEUS_URL, else the synthetic source.
+# the watching node cache, real Bindings and the traffic refresh (threads of the web server), the ingester and the
+# placement watcher (processes of their own, as deployed), supervised together: when one stops the others are
+# stopped, and Ctrl-C stops them all. SQLite in var/ unless DATABASE_URL is set; traffic from PROMETHEUS_URL, else the synthetic source.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -19,6 +19,9 @@ if ! "$PY" -c "import socket, sys; s = socket.socket(); s.setsockopt(socket.SOL_
   exit 1
 fi
 export SCHEDLENS_BIND_MODE=kubernetes SCHEDLENS_CLUSTER_SOURCE=kubernetes SCHEDLENS_CLUSTER_FILE=
+# The ingester runs as its own process (below), as deployed: as a thread of the web workers it would hold the
+# interpreter lock the verbs wait for while it decodes and stores a batch.
+export SCHEDLENS_INGEST_IN_PROCESS=false
 export DJANGO_ALLOWED_HOSTS=${DJANGO_ALLOWED_HOSTS:-localhost,127.0.0.1,$ADVERTISE_ADDRESS}
 # A served cluster's state (database, spool) lives in var/cluster/, apart from the demo's (var/demo/, `make run`).
 export SCHEDLENS_VAR_DIR=${SCHEDLENS_VAR_DIR:-${SCHEDLENS_VAR_ROOT:-$PWD/var}/cluster}
@@ -55,6 +58,8 @@ trap 'stop; exit 130' INT TERM
 trap stop EXIT
 
 "$VENV/bin/gunicorn" --config python:config.gunicorn_conf config.wsgi:application &
+pids+=($!)
+"$PY" manage.py ingest_spool --follow &
 pids+=($!)
 "$PY" manage.py watch_placements &
 pids+=($!)

@@ -8,6 +8,7 @@ measured (``measure``) and runs nothing.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,7 +23,7 @@ def _f(value: float) -> str:
 def _spread(values: Sequence[float]) -> str:
     if len(values) < 2:
         return ""
-    return f" ({min(values):.2f}-{max(values):.2f})"
+    return f" (median {statistics.median(values):.2f}, {min(values):.2f}-{max(values):.2f})"
 
 
 def figures(size: SizeResult, ph: Phases) -> dict[str, float]:
@@ -117,7 +118,7 @@ def markdown(results: Sequence[SizeResult], command: str, seconds: float, bind_t
         "after a 409, `Explained` Events). The round trip is the concurrent run's (binds on their own process, the "
         "ingester ingesting): request sent to last byte read, filter plus prioritize, i.e. what kube-scheduler's "
         "serial loop waits on schedlens per pod."
-        + (" With variants, the figures in parentheses are the range over the rounds." if multi else ""),
+        + (" With variants, the figures in parentheses are the median and the range over the rounds." if multi else ""),
         "",
         *table(summary_header(multi), summary_rows(results)),
         "",

@@ -64,6 +64,12 @@ def test_make_serve_binds_for_real_and_ctrl_c_stops_every_process(api: FakeKubeA
         with urllib.request.urlopen(f"{url}/readyz", timeout=5) as response:
             ready = json.loads(response.read())
         assert (ready["cluster"]["synced"], ready["cluster"]["nodes"]["count"]) == (True, 3), "the watching node cache"
+        # The ingester is a process of its own, as deployed, and the web workers do not ingest too.
+        commands = group_commands(process.pid)
+        assert any("manage.py ingest_spool --follow" in command for command in commands.values()), commands
+        web = [pid for pid, command in commands.items() if "gunicorn" in command]
+        assert web
+        assert all(environment(pid).get("SCHEDLENS_INGEST_IN_PROCESS") == "false" for pid in web)
 
         # The written configuration, read as kube-scheduler reads it, sends a plain pod (no extended resource) to
         # schedlens, which records it and binds it for real.
@@ -82,7 +88,7 @@ def test_make_serve_binds_for_real_and_ctrl_c_stops_every_process(api: FakeKubeA
         deadline = time.monotonic() + 30
         while (verbs := django_says(env, recorded)) != "['bind', 'filter', 'prioritize']":
             assert time.monotonic() < deadline, verbs
-            time.sleep(0.2)  # the ingester, a thread of the web server, stores the records soon after
+            time.sleep(0.2)  # the ingester stores the records soon after
         assert api.list_requests("pods"), "the placement watcher lists the pods of its scheduler"
     finally:
         os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in the terminal: the whole foreground group
@@ -90,6 +96,29 @@ def test_make_serve_binds_for_real_and_ctrl_c_stops_every_process(api: FakeKubeA
     assert status == 130
     with pytest.raises(urllib.error.URLError, match="Connection refused"):
         urllib.request.urlopen(f"{url}/healthz", timeout=2)  # every process stopped, the server too
+    deadline = time.monotonic() + 30
+    while left := group_commands(process.pid):  # the ingester and the watcher too
+        assert time.monotonic() < deadline, left
+        time.sleep(0.2)
+
+
+def group_commands(group: int) -> dict[int, str]:
+    """The command line of each live process of process group ``group`` (the script's), by pid."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields[2]) == group and fields[0] != "Z":  # state, ppid, pgrp; a zombie has stopped already
+            found[int(stat.parent.name)] = command
+    return found
+
+
+def environment(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes()
+    return dict(entry.decode(errors="replace").partition("=")[::2] for entry in raw.split(b"\0") if entry)
 
 
 def django_says(env: dict[str, str], code: str) -> str:

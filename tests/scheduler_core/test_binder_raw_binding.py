@@ -110,3 +110,16 @@ def test_the_pool_keeps_its_connection_between_binds(api: FakeKubeAPI) -> None:
     pool = binder._pool.connection_from_url(api.url)  # the pool the binds went through
     assert pool.num_connections == 1, "every bind after the first reused the kept-alive connection"
     binder.close()
+
+
+def test_an_api_server_behind_a_path_prefix_gets_the_binding_under_it(api: FakeKubeAPI) -> None:
+    """A kubeconfig's server may carry a path (a proxy in front of the API server): the Binding goes below it,
+    through the pool of the server's origin, looked up once."""
+    api_client = api_client_for(api)
+    api_client.configuration.host = f"{api.url}/k8s/clusters/c-1"
+    binder = KubernetesBinder(api_client)
+
+    binder.bind(namespace="shop", name="web-1", uid="uid-1", node="node-a")  # the fake knows no such path: 404
+
+    assert [r.path for r in api.requests if r.method == "POST"] == [f"/k8s/clusters/c-1{BINDING}"]
+    binder.close()

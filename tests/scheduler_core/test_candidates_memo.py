@@ -136,3 +136,70 @@ def test_pods_asking_for_different_resources_in_turn_reuse_each_filter_outcome(m
     assert len(worked_out) == 3, "each combination of verdicts worked out once"
     assert len(set(got)) == 3, "the three pods get three different answers"
     assert got == [answers(fresh_extender(), "filter", [kinds[i % 3]])[0][1] for i in range(30)]
+
+
+def records(extender: Extender, verb: str, request: bytes) -> tuple[int, bytes, object]:
+    """Status, answer and the verb's record (without the call's id, times and server, and the metrics' age)."""
+    result = getattr(extender, verb)("default", request)
+    return result.status, result.body, without_ages(msgspec.to_builtins(getattr(result.event, verb)))
+
+
+def without_ages(value: object) -> object:
+    """``value`` without its ``metric_age_seconds``, each mapping as its items in order (as the record stores it)."""
+    if isinstance(value, dict):
+        return [(key, without_ages(item)) for key, item in value.items() if key != "metric_age_seconds"]
+    if isinstance(value, list):
+        return [without_ages(item) for item in value]
+    return value
+
+
+@pytest.mark.parametrize("verb", ["filter", "prioritize"])
+def test_the_same_nodes_in_another_order_are_worked_out_once_and_answered_in_the_order_sent(
+    verb: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kube-scheduler sends every node of a small cluster, in another order for each pod (its goroutines' order,
+    from a start index that moves on): the memo knows the set, and the answer lists the nodes as the request does."""
+    from scheduler_core import candidates
+
+    looked_up: list[int] = []
+    original = candidates._lookup
+
+    def counting(names, view):  # type: ignore[no-untyped-def]
+        looked_up.append(len(names))
+        return original(names, view)
+
+    monkeypatch.setattr(candidates, "_lookup", counting)
+    rng = random.Random(11)
+    pod = make_pod(rng)
+    orders = [rng.sample(CLUSTER.node_names, len(CLUSTER.node_names)) for _ in range(6)]
+    requests = [body(pod, names) for names in orders]
+    extender = fresh_extender()
+
+    got = [records(extender, verb, request) for request in requests]
+
+    assert looked_up == [len(CLUSTER.node_names)], "the nodes looked up once, for the first order"
+    expected = [records(fresh_extender(), verb, request) for request in requests]
+    assert got == expected, "the answers and records a fresh extender gives each order"
+    for names, (status, answer, _) in zip(orders, got, strict=True):
+        assert status == 200
+        decoded = json.loads(answer)
+        listed = decoded["NodeNames"] if verb == "filter" else [host["Host"] for host in decoded]
+        assert listed == [name for name in names if name in listed], "in the request's order"
+    if verb == "filter":
+        assert any(json.loads(answer)["FailedNodes"] for _, answer, _ in got), "some nodes fail"
+
+
+def test_orders_of_a_set_and_other_lists_in_turn_get_what_a_fresh_extender_gives() -> None:
+    """Orders of a few sets interleaved with sub-lists and repeats: whatever the memo holds, the same answers."""
+    rng = random.Random(13)
+    sets = [rng.sample(CLUSTER.node_names, rng.randint(2, 30)) for _ in range(4)]
+    lists = []
+    for i in range(40):
+        names = sets[i % len(sets)]
+        lists.append(rng.sample(names, len(names)) if i % 3 else names[: max(1, len(names) // 2)])
+    pods = [make_pod(rng) for _ in lists]
+    requests = [body(pod, names) for pod, names in zip(pods, lists, strict=True)]
+    remembering = fresh_extender()
+    for verb in ("filter", "prioritize"):
+        got = [records(remembering, verb, request) for request in requests]
+        assert got == [records(fresh_extender(), verb, request) for request in requests]
