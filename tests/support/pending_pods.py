@@ -11,7 +11,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from tests.support.fake_kube_api import FakeKubeAPI, failed_scheduling_event
+from dashboard.placements.models import ObservationKind, PlacementObservation, WaitingPod
+from dashboard.placements.pump import PlacementPump
+from scheduler_core.placement_watch import PlacementWatcher
+from tests.support.fake_kube_api import FakeKubeAPI, api_client_for, failed_scheduling_event
 from tests.support.recording import Recorder, make_pod
 
 OURS = "schedlens-scheduler"
@@ -74,3 +77,19 @@ EXPECTED = {
     "1 node: receive rate above 125.0 MB/s (schedlens TrafficThreshold)",
 }
 """Each pod's one line: both sides, largest first, with counts."""
+
+
+def watch_into_the_list(api: FakeKubeAPI, *, pods: int = 3, timeout: float = 10.0) -> None:
+    """Run the placement watcher and its pump (as ``manage.py watch_placements`` does) until the live list holds
+    ``pods`` waiting pods and every FailedScheduling Event is recorded, then stop it."""
+    pump = PlacementPump(reconcile_interval=0.2)
+    watcher = PlacementWatcher.from_api_client(api_client_for(api), scheduler_names=[OURS], sink=pump.put)
+    pump.keep_waiting(watcher)
+    watcher.start()
+    try:
+        assert watcher.wait_synced(timeout)
+        failures = PlacementObservation.objects.filter(kind=ObservationKind.FAILED_SCHEDULING)
+        assert pump.run_until(lambda: WaitingPod.objects.count() == pods and failures.count() >= pods, timeout=timeout)
+        pump.drain()
+    finally:
+        watcher.stop()

@@ -6,12 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from dashboard.placements.models import WaitingPod
-from dashboard.placements.pump import PlacementPump
-from scheduler_core.placement_watch import PlacementWatcher
 from tests.support.api_client import token_client
-from tests.support.fake_kube_api import FakeKubeAPI, api_client_for
-from tests.support.pending_pods import EXPECTED, NAMESPACE, OURS, leave_waiting_pods
+from tests.support.fake_kube_api import FakeKubeAPI
+from tests.support.pending_pods import EXPECTED, NAMESPACE, leave_waiting_pods, watch_into_the_list
 
 pytestmark = pytest.mark.django_db
 
@@ -21,17 +18,8 @@ def watched() -> Iterator[FakeKubeAPI]:
     """The three waiting pods, through the placement watcher into the live list."""
     with FakeKubeAPI() as api:
         leave_waiting_pods(api)
-        pump = PlacementPump(reconcile_interval=0.2)
-        watcher = PlacementWatcher.from_api_client(api_client_for(api), scheduler_names=[OURS], sink=pump.put)
-        pump.keep_waiting(watcher)
-        watcher.start()
-        try:
-            assert watcher.wait_synced(10)
-            assert pump.run_until(lambda: WaitingPod.objects.count() == 3, timeout=10)
-            pump.drain()
-            yield api
-        finally:
-            watcher.stop()
+        watch_into_the_list(api)
+        yield api
 
 
 def test_the_list_gives_each_pod_its_combined_reasons_with_counts(watched, auditor) -> None:
