@@ -40,6 +40,21 @@ PAIRING_SKEW_SECONDS: Final = 2.0
 MAX_NODE_NAMES: Final = 20
 """Names listed per reason (the count is always whole): enough to act on, bounded for a 5,000-node cluster."""
 
+NAMESPACE_NAME: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+"""A namespace's name: a DNS-1123 label (at most 63 characters)."""
+POD_NAME: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+"""A pod's name: a DNS-1123 subdomain (at most 253 characters)."""
+
+
+def name_problem(*, namespace: str, name: str | None = None) -> tuple[str, str] | None:
+    """(field, why) for a namespace or pod name Kubernetes would refuse; None when both are well-formed."""
+    if len(namespace) > 63 or not NAMESPACE_NAME.match(namespace):
+        return "namespace", "not a namespace name (a DNS-1123 label, at most 63 characters)"
+    if name is not None and (len(name) > 253 or not POD_NAME.match(name)):
+        return "name", "not a pod name (a DNS-1123 subdomain, at most 253 characters)"
+    return None
+
+
 _AVAILABLE = re.compile(r"^(\d+)/(\d+) nodes are available(?:: (.*))?$", re.DOTALL)
 _ITEM_SPLIT = re.compile(r", (?=\d+ )")
 _ITEM = re.compile(r"^(\d+) (.+)$", re.DOTALL)

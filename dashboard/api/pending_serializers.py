@@ -6,14 +6,12 @@ per node named, what the check saw there.
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 from typing import Any
 
 from rest_framework import serializers
 
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+from scheduler_core.pending import name_problem
 
 
 class UnixTimeField(serializers.DateTimeField):
@@ -102,8 +100,9 @@ class PendingQuerySerializer(serializers.Serializer[Any]):
     namespace = serializers.CharField(required=False, max_length=63, help_text="Only pods in this namespace.")
 
     def validate_namespace(self, value: str) -> str:
-        if not DNS_LABEL.match(value):
-            raise serializers.ValidationError("not a namespace name (a DNS-1123 label)")
+        problem = name_problem(namespace=value)
+        if problem is not None:
+            raise serializers.ValidationError(problem[1])
         return value
 
 
@@ -111,12 +110,8 @@ class PendingPodPathSerializer(serializers.Serializer[Any]):
     namespace = serializers.CharField(max_length=63)
     name = serializers.CharField(max_length=253)
 
-    def validate_namespace(self, value: str) -> str:
-        if not DNS_LABEL.match(value):
-            raise serializers.ValidationError("not a namespace name (a DNS-1123 label)")
-        return value
-
-    def validate_name(self, value: str) -> str:
-        if not DNS_SUBDOMAIN.match(value):
-            raise serializers.ValidationError("not a pod name (a DNS-1123 subdomain)")
-        return value
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        problem = name_problem(namespace=attrs["namespace"], name=attrs["name"])
+        if problem is not None:
+            raise serializers.ValidationError({problem[0]: problem[1]})
+        return attrs

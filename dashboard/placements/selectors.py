@@ -138,6 +138,13 @@ def pending_total(*, namespace: str | None = None) -> int:
     return waiting_pods(namespace).count()
 
 
+def pending_glimpse(*, at_most: int = 99) -> tuple[int, bool]:
+    """How many pods wait, up to ``at_most`` (and whether there are more): for a link on a busy page, without a
+    COUNT over the whole list."""
+    found = len(WaitingPod.objects.values_list("pk", flat=True)[: at_most + 1])
+    return min(found, at_most), found > at_most
+
+
 def pending_pod(*, namespace: str, name: str) -> PendingPod | None:
     """One waiting pod with its recent attempts, or None when no pod of that name is waiting."""
     row = WaitingPod.objects.filter(pod_namespace=namespace, pod_name=name).order_by("-waiting_since").first()
