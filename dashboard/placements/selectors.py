@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
-from django.db.models import QuerySet
+from django.db.models import Min, QuerySet
 from django.utils import timezone
 
 from dashboard.models import SchedulingCycle, VerbCall
@@ -152,3 +152,36 @@ def pending_pod(*, namespace: str, name: str) -> PendingPod | None:
         return None
     [pod] = _views([row], attempts_shown=ATTEMPTS_SHOWN)
     return pod
+
+
+NO_ATTEMPT = "no attempt seen yet"
+"""The reason label of a pod nothing has tried to place yet (kube-scheduler's queue, or its Events not yet seen)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingCount:
+    scheduler: str
+    profile: str
+    source: str
+    reason: str
+    pods: int
+
+
+def pending_by_reason(*, limit: int = LIST_LIMIT) -> list[WaitingCount]:
+    """Pods waiting per (scheduler name, schedlens profile, source, reason) of their latest attempt, for ``/metrics``:
+    a pod held back by two reasons counts under each. Over the ``limit`` pods waiting longest."""
+    counts: dict[tuple[str, str, str, str], int] = defaultdict(int)
+    for pod in pending_list(limit=limit):
+        latest = pod.view.latest
+        groups = latest.groups if latest is not None else ()
+        if not groups:
+            counts[(pod.scheduler_name, pod.view.profile, "", NO_ATTEMPT if latest is None else pod.summary)] += 1
+        for group in groups:
+            counts[(pod.scheduler_name, pod.view.profile, group.source, group.reason)] += 1
+    return [WaitingCount(*key, pods=n) for key, n in sorted(counts.items())]
+
+
+def pending_longest() -> dict[str, datetime]:
+    """Per scheduler name, since when its longest-waiting pod waits (one aggregate over the whole list)."""
+    rows = WaitingPod.objects.values("scheduler_name").annotate(since=Min("waiting_since")).order_by()
+    return {row["scheduler_name"]: row["since"] for row in rows}
