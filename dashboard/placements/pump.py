@@ -17,6 +17,7 @@ from typing import Protocol
 
 from django.db import DatabaseError, close_old_connections
 
+from dashboard.placements.pending_events import pending_events_emit
 from dashboard.placements.services import placements_reconcile, placements_record, placements_waiting_sync
 from scheduler_core.placement_watch import Observation, WaitingPod
 
@@ -146,6 +147,8 @@ class PlacementPump:
         self._last_reconcile = time.monotonic()
         try:
             placements_reconcile()
+            if self._waiting is not None:  # the Unschedulable Events of the pods this watcher sees waiting
+                pending_events_emit()
         except DatabaseError:
             log.warning("placement reconcile failed; will retry", exc_info=True)
             close_old_connections()
