@@ -107,3 +107,13 @@ def test_attempts_pair_each_cycle_with_the_event_after_it_and_say_what_changed()
     assert f"new: 1 node: {OVER} (schedlens TrafficThreshold)" in newest.changes
     assert "gone: Insufficient cpu (kube-scheduler), 3 nodes before" in newest.changes
     assert view.attempts[-1].changes == ()
+
+
+def test_the_simulators_message_reads_back_as_kube_scheduler_wrote_it() -> None:
+    from scheduler_core.simulator import failed_scheduling_message
+
+    answer = {"FailedNodes": {"a": f"TrafficThreshold: {OVER}", "b": f"TrafficThreshold: {OVER}"}}
+    message = failed_scheduling_message(5, answer, {"Insufficient cpu": 3})
+    parsed = parse_failed_scheduling(message)
+    assert parsed.reasons == ((3, "Insufficient cpu"), (2, f"TrafficThreshold: {OVER}"))
+    assert parsed.preemption == "0/5 nodes are available: 5 Preemption is not helpful for scheduling"
