@@ -71,7 +71,7 @@ class WaitingPod(models.Model):
     pod_name = models.CharField(max_length=253)
     scheduler_name = models.CharField(max_length=253, blank=True)
     waiting_since = models.DateTimeField(help_text="The pod's creationTimestamp (else when the watcher first saw it).")
-    seen_at = models.DateTimeField(help_text="When the watcher last wrote the list.")
+    seen_at = models.DateTimeField(help_text="When the watcher listed it.")
     reasons_digest = models.CharField(
         max_length=64,
         blank=True,

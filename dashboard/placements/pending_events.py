@@ -26,9 +26,11 @@ REASON = "Unschedulable"
 
 
 def reasons_digest(pod: PendingPod) -> str:
-    """The same for the same reasons with the same counts, whatever the attempt's time or the figures' last digit."""
+    """The same for the same reasons with the same counts, whatever the attempt's time or the figures' last digit; ""
+    while the latest attempt is not concluded (our filter answered, kube-scheduler's FailedScheduling not yet seen:
+    it may still bind the pod, and an Event now would tell half the story)."""
     latest = pod.view.latest
-    if latest is None:
+    if latest is None or not latest.message:
         return ""
     parts = [f"{g.source}|{g.plugin}|{g.reason}|{g.nodes}" for g in latest.groups] or [pod.summary]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()

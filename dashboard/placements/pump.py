@@ -41,6 +41,7 @@ class PlacementPump:
     def __init__(self, *, reconcile_interval: float = 5.0, retry_interval: float = 2.0) -> None:
         self._waiting: WaitingSource | None = None
         self._waiting_synced: tuple[int, bool] | None = None
+        self._last_waiting_sync = 0.0
         self._queue: queue.Queue[Observation] = queue.Queue()
         self._retry: deque[Observation] = deque()
         self._reconcile_interval = reconcile_interval
@@ -129,12 +130,16 @@ class PlacementPump:
         return True
 
     def _sync_waiting(self) -> None:
-        """The live pending list after the observations: a bind recorded first never lingers as waiting."""
-        if self._waiting is None or not self._queue.empty():
+        """The live pending list after the observations: a bind recorded first never lingers as waiting. Once the queue
+        is empty, or every ``reconcile_interval`` while a storm keeps it full."""
+        if self._waiting is None:
+            return
+        if not self._queue.empty() and time.monotonic() - self._last_waiting_sync < self._reconcile_interval:
             return
         state = (self._waiting.waiting_version, self._waiting.pods_synced)
         if state == self._waiting_synced:
             return
+        self._last_waiting_sync = time.monotonic()
         try:
             placements_waiting_sync(self._waiting.waiting(), complete=state[1])
         except DatabaseError:

@@ -92,7 +92,6 @@ def placements_waiting_sync(pods: Sequence[WatchedPod], *, complete: bool = True
         if complete:
             changed += WaitingPod.objects.exclude(pod_uid__in=list(by_uid)).delete()[0]
         known = set(WaitingPod.objects.filter(pod_uid__in=list(by_uid)).values_list("pod_uid", flat=True))
-        WaitingPod.objects.filter(pod_uid__in=known).update(seen_at=now)
         fresh = [
             WaitingPod(
                 pod_uid=pod.pod_uid,

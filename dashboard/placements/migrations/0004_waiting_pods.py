@@ -23,7 +23,7 @@ class Migration(migrations.Migration):
                     "waiting_since",
                     models.DateTimeField(help_text="The pod's creationTimestamp (else when the watcher first saw it)."),
                 ),
-                ("seen_at", models.DateTimeField(help_text="When the watcher last wrote the list.")),
+                ("seen_at", models.DateTimeField(help_text="When the watcher listed it.")),
                 (
                     "reasons_digest",
                     models.CharField(

@@ -44,7 +44,8 @@ def test_one_pod_shows_its_attempts_and_the_nodes_closest_to_passing(watched, au
 
     [attempt] = body["recent_attempts"]
     assert attempt["summary"] == EXPECTED["gpu-job"]
-    assert attempt["nodes_total"] == 6
+    assert attempt["nodes_total"] == 4
+    assert {r["source"] for r in attempt["reasons"]} == {"schedlens"}, "kube-scheduler refused none itself"
     assert attempt["passed"] == 0
     assert [(m["node"], m["reason"]) for m in attempt["closest"]] == [
         ("node-3", "node does not enable example.com/gpu"),
