@@ -22,6 +22,16 @@ def waited(seconds: Any) -> str:
     return f"{minutes}m" if minutes else f"{secs}s"
 
 
+def stamp(value: Any) -> str:
+    """An API time to the second, as kubectl prints times: ``2026-11-28T10:24:52Z``."""
+    text = str(value or "")
+    return f"{text[:19]}Z" if len(text) >= 19 else text or "-"
+
+
+def _attempts(count: Any) -> str:
+    return f"{count} attempt" if count == 1 else f"{count} attempts"
+
+
 def render_pending(data: dict[str, Any], table: Table) -> str:
     pods = data.get("results") or []
     if not pods:
@@ -32,7 +42,7 @@ def render_pending(data: dict[str, Any], table: Table) -> str:
             str(p.get("name")),
             waited(p.get("waited_seconds")),
             str(p.get("attempts")),
-            str(p.get("last_attempt_at") or "-"),
+            stamp(p.get("last_attempt_at")),
             str(p.get("summary") or ""),
         ]
         for p in pods
@@ -66,7 +76,7 @@ def _reason_rows(reasons: Sequence[dict[str, Any]]) -> list[list[str]]:
 def render_pending_pod(data: dict[str, Any], table: Table) -> str:
     head = (
         f"pod {data.get('namespace')}/{data.get('name')}: waiting {waited(data.get('waited_seconds'))} "
-        f"(since {data.get('waiting_since')}), {data.get('attempts')} attempts, profile {data.get('profile')}"
+        f"(since {stamp(data.get('waiting_since'))}), {_attempts(data.get('attempts'))}, profile {data.get('profile')}"
     )
     lines = [head, f"held back by: {data.get('summary')}"]
     for attempt in data.get("recent_attempts") or []:
@@ -77,10 +87,10 @@ def render_pending_pod(data: dict[str, Any], table: Table) -> str:
         counts = f"{total if total is not None else '?'} nodes" + (
             f", {passed} passed schedlens's filter" if passed is not None else ""
         )
-        lines += ["", f"attempt at {attempt.get('at')} ({cycle}; {counts})"]
+        lines += ["", f"attempt at {stamp(attempt.get('at'))} ({cycle}; {counts})"]
         reasons = attempt.get("reasons") or []
         if reasons:
-            lines.append(table(["NODES", "REASON", "BY", "LIMIT", "FIGURES"], _reason_rows(reasons)))
+            lines.append(table(["NODES", "REASON", "BY", "LIMIT", "FIGURES (ELSE WHICH NODES)"], _reason_rows(reasons)))
         elif attempt.get("message") or attempt.get("error"):
             lines.append(str(attempt.get("message") or attempt.get("error")))
         closest = attempt.get("closest") or []
