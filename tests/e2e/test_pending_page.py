@@ -9,6 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from dashboard import runtime as runtime_module
+from dashboard.api.pending_serializers import PendingPodDetailSerializer
 from dashboard.placements.selectors import pending_pod
 from tests.support.fake_kube_api import FakeKubeAPI
 from tests.support.pending_pods import EXPECTED, NAMESPACE, leave_waiting_pods, watch_into_the_list
@@ -47,18 +48,23 @@ def test_the_page_lists_each_waiting_pod_and_empties_live_as_they_bind(page, ope
 
 def test_one_pod_shows_the_figures_and_limits_the_api_serves(page, operator_login, api, screenshot) -> None:
     operator_login(f"/pending/{NAMESPACE}/web-busy/")
-    pod = pending_pod(namespace=NAMESPACE, name="web-busy")
-    assert pod is not None
-    [attempt] = pod.view.attempts
+    served = PendingPodDetailSerializer(pending_pod(namespace=NAMESPACE, name="web-busy")).data  # the API's JSON
+    [attempt] = served["recent_attempts"]
     reasons = page.locator("table.pending-reasons tbody tr")
-    expect(reasons).to_have_count(len(attempt.groups))
-    for row, group in zip(range(len(attempt.groups)), attempt.groups, strict=True):
-        expect(reasons.nth(row).locator("td").first).to_have_text(str(group.nodes))
-        expect(reasons.nth(row)).to_contain_text(group.reason)
+    expect(reasons).to_have_count(len(attempt["reasons"]))
+    for row, group in enumerate(attempt["reasons"]):
+        cells = reasons.nth(row).locator("td")
+        expect(cells.nth(0)).to_have_text(str(group["nodes"]))
+        expect(cells.nth(1)).to_have_text(group["reason"])
+        expect(cells.nth(3)).to_have_text(group["limit"] or "—")
+        for figure in group["figures"]:
+            expect(cells.nth(4)).to_contain_text(f"{figure['node']}: {figure['figure']}")
     closest = page.locator("table.pending-closest tbody tr")
-    expect(closest).to_have_count(1)
-    expect(closest.first).to_contain_text("166.7 MB/s over the last 5 min")
-    expect(closest.first).to_contain_text("125.0 MB/s")
+    expect(closest).to_have_count(len(attempt["closest"]))
+    for row, miss in enumerate(attempt["closest"]):
+        expect(closest.nth(row).locator("td").nth(2)).to_have_text(miss["figure"])
+        expect(closest.nth(row).locator("td").nth(3)).to_have_text(miss["limit"])
+    assert attempt["closest"][0]["figure"] == "166.7 MB/s over the last 5 min"
     screenshot("pending-pod")
 
     api.set_pod_node("web-busy", "node-2", namespace=NAMESPACE)
