@@ -260,6 +260,9 @@ SCHEDLENS_POD_EVENTS = env_bool("SCHEDLENS_POD_EVENTS", SCHEDLENS_BIND_MODE != "
 on by default when binding to a real cluster, ``false`` turns it off."""
 SCHEDLENS_POD_EVENT_TIMEOUT_SECONDS = env_float("SCHEDLENS_POD_EVENT_TIMEOUT_SECONDS", 2.0)
 """How long one Event creation may take before it is dropped (counted in schedlens_pod_events_dropped_total)."""
+SCHEDLENS_PENDING_EVENT_SECONDS = env_float("SCHEDLENS_PENDING_EVENT_SECONDS", 60.0)
+"""A waiting pod gets an ``Unschedulable`` Event when what holds it back changes, at most one per this many seconds
+(``dashboard.placements.pending_events``; off with SCHEDLENS_POD_EVENTS)."""
 SCHEDLENS_PUBLIC_URL = env_str("SCHEDLENS_PUBLIC_URL", "").rstrip("/")
 """Where people reach the record (e.g. ``https://schedlens.example``); when set, a pod's Event links its cycle."""
 REDIS_URL = env_secret("REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -10,9 +10,10 @@ Two kinds, each kept where it is cheapest and correct under gunicorn's several w
   ``runserver``) the default registry is used. Counting in Redis instead would add a network round trip to
   every verb for a number read every 15–30 s.
 - **State** (snapshot age per query and source, nodes without metrics, unmatched series, refresh duration and
-  errors, spool depth) is read at scrape time by a collector, from where it lives: Redis (written by the
-  Celery workers, which may run on other hosts) or this process's store, and the spool. Every worker then
-  reports the same numbers and nothing needs adding up.
+  errors, spool depth, the pods waiting for a node and why) is read at scrape time by a collector, from where it
+  lives: Redis (written by the Celery workers, which may run on other hosts) or this process's store, the spool,
+  and the database (the placement watcher's live pending list). Every worker then reports the same numbers and
+  nothing needs adding up.
 
 Profile labels are limited to the configured profiles (anything else is ``unknown``): the path is chosen by
 the caller, and a label per typo would grow the series without bound.
@@ -35,6 +36,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from dashboard.placements.selectors import pending_by_reason, pending_longest
 from dashboard.runtime import Runtime, get_runtime
 from dashboard.traffic.clients import verb_client
 from dashboard.traffic.snapshots import SnapshotStore, query_key
@@ -105,6 +107,37 @@ class StateCollector(Collector):
         except Exception:  # a broken spool is exactly what this metric should show, not hide behind a 500
             depth.add_metric([], float("nan"))
         yield depth
+        yield from self._pending(runtime)
+
+    @staticmethod
+    def _pending(runtime: Runtime) -> Iterator[Metric]:
+        """The live pending list (``dashboard.placements``): per reason, and the longest wait per scheduler name.
+        Nothing when the database cannot be read: the other metrics still answer."""
+        waiting = GaugeMetricFamily(
+            "schedlens_pods_waiting",
+            "Pods of our scheduler names waiting for a node, by what held back their latest attempt (a pod held back "
+            "by two reasons counts under each); profile: the schedlens profile of its newest cycle (empty: none).",
+            labels=["scheduler", "profile", "source", "reason"],
+        )
+        longest = GaugeMetricFamily(
+            "schedlens_pods_waiting_longest_seconds",
+            "How long the longest-waiting pod of the scheduler name has waited for a node.",
+            labels=["scheduler"],
+        )
+        try:
+            counts = pending_by_reason()
+            since = pending_longest()
+        except Exception as exc:  # the database down (or not allowed): the other metrics still answer
+            log.warning("/metrics could not read the pending pods: %s", exc)
+            return
+        known = runtime.profiles
+        for row in counts:
+            profile = row.profile if not row.profile or row.profile in known else "unknown"
+            waiting.add_metric([row.scheduler, profile, row.source, row.reason], row.pods)
+        now = time.time()
+        for scheduler, at in since.items():
+            longest.add_metric([scheduler], max(0.0, now - at.timestamp()))
+        yield from (waiting, longest)
 
     def _read(
         self, runtime: object, queries: list[TrafficQuery]

@@ -58,6 +58,9 @@ class PodEventJob:
     summary: Callable[[], str]
     """Computed in the emitter's thread (the explanation is not free)."""
     link: str = ""
+    reason: str = REASON
+    """``Explained`` (a placement), or ``Unschedulable`` (a waiting pod: ``dashboard.placements.pending_events``)."""
+    event_type: str = "Normal"
 
 
 class EventWriter(Protocol):
@@ -166,13 +169,14 @@ class PodEventEmitter:
             name=job.name,
             uid=job.uid,
             note=note,
-            reason=REASON,
+            reason=job.reason,
             action=ACTION,
             controller=CONTROLLER,
             instance=self.instance,
+            event_type=job.event_type,
         )
         if failure:
-            self.drop(failure, f"the API server did not take an Explained Event ({failure}); dropping it")
+            self.drop(failure, f"the API server did not take an {job.reason} Event ({failure}); dropping it")
         else:
             POD_EVENTS_WRITTEN.inc()
 

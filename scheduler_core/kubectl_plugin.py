@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from scheduler_core.kubectl_pending import render_pending, render_pending_pod
+
 EXIT_OK = 0
 EXIT_BROKEN = 1
 EXIT_USAGE = 2
@@ -305,6 +307,12 @@ def command(args: argparse.Namespace, api: Api) -> tuple[Any, str, int]:
     """The API's answer, its table, and the exit code."""
     if args.command == "why":
         pod = f"{args.namespace}/{args.pod}"
+        try:  # a pod still waiting: what holds it back, both sides, rather than its last cycle alone
+            data = api.get(f"pending/{_segment(args.namespace)}/{_segment(args.pod)}/")
+            return data, render_pending_pod(data, table), EXIT_OK
+        except CliError as exc:
+            if exc.code != EXIT_NOT_FOUND:
+                raise
         data = api.get(
             "why/", {"namespace": args.namespace, "name": args.pod}, not_found=f"no cycle recorded for pod {pod}"
         )
@@ -319,11 +327,18 @@ def command(args: argparse.Namespace, api: Api) -> tuple[Any, str, int]:
             params["started_after"] = (datetime.now(UTC) - args.since).isoformat(timespec="seconds")
         data = api.get("cycles/", params)
         return data, render_history(data), EXIT_OK
+    if args.command == "pending":
+        data = api.get("pending/", {"namespace": args.namespace or ""})
+        return data, render_pending(data, table), EXIT_OK
     if args.command == "nodes":
         data = api.get("nodes/", {"page_size": "1000"})
         return data, render_nodes(data), EXIT_OK
     data = api.get("audit/verify", {"after_id": "" if args.after_id is None else str(args.after_id)})
     return data, render_verify(data), EXIT_OK if data.get("ok") else EXIT_BROKEN
+
+
+def _segment(value: str) -> str:
+    return urllib.parse.quote(value, safe="")
 
 
 GLOBAL_DEFAULTS: dict[str, Any] = {"server": None, "token": None, "output": "table", "timeout": 30.0}
@@ -352,7 +367,7 @@ def _global_flags(target: argparse.ArgumentParser) -> None:
         "-n",
         "--namespace",
         default=argparse.SUPPRESS,
-        help="why: the pod's namespace (default: default); history: only pods in it (default: all); "
+        help="why: the pod's namespace (default: default); history, pending: only pods in it (default: all); "
         "nodes and verify ignore it, as kubectl does for cluster-wide resources",
     )
 
@@ -363,8 +378,8 @@ def parser() -> argparse.ArgumentParser:
 
     main_parser = argparse.ArgumentParser(
         prog="kubectl schedlens",
-        description="Read schedlens's scheduling audit record: why a pod went where it went, recent cycles, nodes, "
-        "and whether the record's hash chain verifies.",
+        description="Read schedlens's scheduling audit record: why a pod went where it went (or is still pending), "
+        "the pods waiting now, recent cycles, nodes, and whether the record's hash chain verifies.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -375,7 +390,7 @@ def parser() -> argparse.ArgumentParser:
     why = sub.add_parser(
         "why",
         parents=[common],
-        help="the pod's latest cycle, explained node by node",
+        help="the pod's latest cycle, explained node by node; for a waiting pod, what holds it back",
         epilog=EPILOG,
         formatter_class=fmt,
     )
@@ -392,6 +407,14 @@ def parser() -> argparse.ArgumentParser:
         type=page_size,
         default=50,
         help="at most this many cycles, 1..500 (default 50)",
+    )
+
+    sub.add_parser(
+        "pending",
+        parents=[common],
+        help="pods waiting for a node now: how long, attempts, and what holds each back (both sides, with counts)",
+        epilog=EPILOG,
+        formatter_class=fmt,
     )
 
     sub.add_parser(

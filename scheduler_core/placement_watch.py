@@ -35,7 +35,7 @@ from scheduler_core.kube_watch import (
     pods_resource,
 )
 
-__all__ = ["BindRecorder", "HerdSink", "Observation", "PlacementWatcher", "Sink", "fan_out"]
+__all__ = ["BindRecorder", "HerdSink", "Observation", "PlacementWatcher", "Sink", "WaitingPod", "fan_out"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +63,18 @@ class Observation:
 
 
 Sink = Callable[[Observation], None]
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingPod:
+    """A pod of one of our scheduler names that no node holds yet, as the pod watch knows it now."""
+
+    pod_uid: str
+    namespace: str
+    name: str
+    scheduler_name: str
+    since: float
+    """Unix seconds: the pod's ``creationTimestamp`` (else when this watcher first saw it)."""
 
 
 def fan_out(*sinks: Sink) -> Sink:
@@ -127,6 +139,18 @@ class _SchedulerPods:
         self.nodes: dict[str, str] = {}
         """Pod UID → node ("" while unbound)."""
         self._names: dict[str, tuple[str, str]] = {}
+        self._since: dict[str, float] = {}
+        self.version = 0
+        """Bumped whenever the set of waiting pods may have changed (the live pending list syncs on it)."""
+
+    def waiting(self) -> list[WaitingPod]:
+        # Copied in one step (atomic under the GIL): the watch thread goes on changing the dicts meanwhile.
+        nodes, names, since = dict(self.nodes), dict(self._names), dict(self._since)
+        return [
+            WaitingPod(uid, *names.get(uid, ("", "")), self.scheduler_name, since.get(uid, 0.0))
+            for uid, node in nodes.items()
+            if not node
+        ]
 
     def replace(self, items: list[JSON]) -> None:
         seen: set[str] = set()
@@ -157,6 +181,9 @@ class _SchedulerPods:
         node = str((spec or {}).get("nodeName") or "")
         before = self.nodes.get(uid)
         self.nodes[uid] = node
+        if before is None or bool(before) != bool(node):
+            self.version += 1
+            self._since.setdefault(uid, parse_time(meta.get("creationTimestamp")) or self._clock())
         if node and node != before:
             self._sink(
                 Observation(
@@ -175,6 +202,8 @@ class _SchedulerPods:
     def _gone(self, uid: str) -> None:
         node = self.nodes.pop(uid, "")
         namespace, name = self._names.pop(uid, ("", ""))
+        self._since.pop(uid, None)
+        self.version += 1
         if node:
             return  # a bound pod ending its life is not a placement fact
         self._sink(
@@ -318,6 +347,20 @@ class PlacementWatcher:
     def follows(self, pod_uid: str) -> bool:
         """Whether ``pod_uid`` belongs to one of our scheduler names (as far as the pod watches know)."""
         return any(pod_uid in handler.nodes for handler in self._pods)
+
+    def waiting(self) -> list[WaitingPod]:
+        """The pods of our scheduler names not bound to a node now, from the pod watches (no API call)."""
+        return [pod for handler in self._pods for pod in handler.waiting()]
+
+    @property
+    def waiting_version(self) -> int:
+        """Changes whenever :meth:`waiting` may answer differently."""
+        return sum(handler.version for handler in self._pods)
+
+    @property
+    def pods_synced(self) -> bool:
+        """Whether every pod watch has listed once (before that, :meth:`waiting` may miss pods)."""
+        return all(w.synced for w in self._watchers[: len(self._pods)])
 
     def start(self) -> PlacementWatcher:
         # kube-scheduler always names itself as the reporter; only a reporter-less event depends on the pod

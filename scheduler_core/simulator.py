@@ -12,7 +12,8 @@ import http.client
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 from urllib.parse import urlsplit
@@ -270,6 +271,21 @@ def _encode_args(pod: dict[str, Any], nodes: list[dict[str, Any]], node_cache_ca
     return msgspec.json.encode(payload)
 
 
+def failed_scheduling_message(total: int, answer: Mapping[str, Any] | None, own: Mapping[str, int]) -> str:
+    """The FailedScheduling message kube-scheduler v1.28 writes for an attempt no node passed: its own filters'
+    counts by reason (``own``) and, per node, the extender's answer (``FailedNodes``, ``FailedAndUnresolvableNodes``),
+    identical strings counted together, sorted, then the preemption part."""
+    reasons = Counter(own)
+    for key in ("FailedNodes", "FailedAndUnresolvableNodes"):
+        for reason in ((answer or {}).get(key) or {}).values():
+            reasons[str(reason)] += 1
+    items = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
+    return (
+        f"0/{total} nodes are available: {items}. "
+        f"preemption: 0/{total} nodes are available: {total} Preemption is not helpful for scheduling."
+    )
+
+
 class KubeSchedulerSimulator:
     def __init__(
         self,
@@ -335,6 +351,11 @@ class KubeSchedulerSimulator:
             if answer.get("Error"):
                 return PlacementResult(name, None, len(feasible), answer["Error"])
         return PlacementResult(name, chosen, len(feasible))
+
+    def refuse(self, pod: dict[str, Any], nodes: list[dict[str, Any]]) -> dict[str, Any]:
+        """One attempt kube-scheduler's own filters left ``nodes`` for: our filter's answer (no prioritize, no bind)."""
+        answer = self.client.call(FILTER, _encode_args(pod, nodes, self.node_cache_capable))
+        return answer if isinstance(answer, dict) else {}
 
     def run(
         self,

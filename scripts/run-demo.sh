@@ -65,11 +65,17 @@ for profile in "${profiles[@]}"; do
   fi
   pods=$((DEMO_PODS / 3)) mode=nodes seed=$((seed + 2))
 done
+# A few pods no node takes, as the placement watcher would list them: the Pending page says what holds each back.
+echo "leaving ${DEMO_WAITING:-3} pods waiting for a node, through profile ${profiles[0]}"
+if ! "$PY" manage.py simulate --url "http://127.0.0.1:$PORT/extender/${profiles[0]}" --nodes "$DEMO_NODES" \
+    --pods 0 --leave-waiting "${DEMO_WAITING:-3}" --seed 7; then  # seed 7: the cluster the server was given
+  echo "leaving demo pods waiting failed (see above); schedlens keeps serving" >&2
+fi
 
 echo
 echo "schedlens is serving on http://127.0.0.1:$PORT"
 echo "  extender urlPrefix: http://127.0.0.1:$PORT/extender/<profile>   (profiles: ${profiles[*]})"
-echo "  dashboard:          http://127.0.0.1:$PORT/   (log in as demo / demo)"
+echo "  dashboard:          http://127.0.0.1:$PORT/   (log in as demo / demo; pods waiting: /pending/)"
 echo "  admin:              http://127.0.0.1:$PORT/admin/   (python manage.py createsuperuser)"
 echo "Ctrl-C stops it."
 wait $server

@@ -57,3 +57,31 @@ class PlacementObservation(models.Model):
     def __str__(self) -> str:
         where = f" → {self.node}" if self.node else ""
         return f"{self.pod_namespace}/{self.pod_name} {self.kind}{where}"
+
+
+class WaitingPod(models.Model):
+    """A pod of our scheduler names not bound to a node, as the placement watcher's pod watch sees it now.
+
+    The watcher keeps this table equal to its pod informer's unbound pods (``placements_waiting_sync``), so pages,
+    the API and ``/metrics`` read the live pending list without asking the API server.
+    """
+
+    pod_uid = models.CharField(max_length=64, unique=True)
+    pod_namespace = models.CharField(max_length=253)
+    pod_name = models.CharField(max_length=253)
+    scheduler_name = models.CharField(max_length=253, blank=True)
+    waiting_since = models.DateTimeField(help_text="The pod's creationTimestamp (else when the watcher first saw it).")
+    seen_at = models.DateTimeField(help_text="When the watcher listed it.")
+    reasons_digest = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="The reasons of the last Unschedulable Event on the pod: another when they change.",
+    )
+    event_at = models.DateTimeField(null=True, blank=True, help_text="When that Event was queued.")
+
+    class Meta:
+        ordering = ["waiting_since", "pod_namespace", "pod_name"]
+        indexes = [models.Index(fields=["pod_namespace", "pod_name"], name="waiting_pod_name")]
+
+    def __str__(self) -> str:
+        return f"{self.pod_namespace}/{self.pod_name} waiting"

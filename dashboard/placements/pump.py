@@ -13,17 +13,35 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Protocol
 
 from django.db import DatabaseError, close_old_connections
 
-from dashboard.placements.services import placements_reconcile, placements_record
-from scheduler_core.placement_watch import Observation
+from dashboard.placements.pending_events import pending_events_emit
+from dashboard.placements.services import placements_reconcile, placements_record, placements_waiting_sync
+from scheduler_core.placement_watch import Observation, WaitingPod
+
+
+class WaitingSource(Protocol):
+    """The placement watcher's pods not bound yet (``PlacementWatcher``)."""
+
+    def waiting(self) -> list[WaitingPod]: ...
+
+    @property
+    def waiting_version(self) -> int: ...
+
+    @property
+    def pods_synced(self) -> bool: ...
+
 
 log = logging.getLogger(__name__)
 
 
 class PlacementPump:
     def __init__(self, *, reconcile_interval: float = 5.0, retry_interval: float = 2.0) -> None:
+        self._waiting: WaitingSource | None = None
+        self._waiting_synced: tuple[int, bool] | None = None
+        self._last_waiting_sync = 0.0
         self._queue: queue.Queue[Observation] = queue.Queue()
         self._retry: deque[Observation] = deque()
         self._reconcile_interval = reconcile_interval
@@ -31,6 +49,10 @@ class PlacementPump:
         self._last_reconcile = 0.0
         self.recorded = 0
         self.failures = 0
+
+    def keep_waiting(self, source: WaitingSource) -> None:
+        """Keep the live pending list equal to ``source``'s unbound pods (synced whenever they change)."""
+        self._waiting = source
 
     def put(self, observation: Observation) -> None:
         """The watcher's sink: never blocks, never touches the database."""
@@ -64,6 +86,7 @@ class PlacementPump:
             except queue.Empty:
                 break
             self._record(observation)
+        self._sync_waiting()
         self._reconcile()
 
     def step(self, *, timeout: float) -> None:
@@ -79,6 +102,7 @@ class PlacementPump:
             observation = None
         if observation is not None:
             self._record(observation)
+        self._sync_waiting()
         if time.monotonic() - self._last_reconcile >= self._reconcile_interval:
             self._reconcile()
 
@@ -105,10 +129,31 @@ class PlacementPump:
         self.recorded += 1
         return True
 
+    def _sync_waiting(self) -> None:
+        """The live pending list after the observations: a bind recorded first never lingers as waiting. Once the queue
+        is empty, or every ``reconcile_interval`` while a storm keeps it full."""
+        if self._waiting is None:
+            return
+        if not self._queue.empty() and time.monotonic() - self._last_waiting_sync < self._reconcile_interval:
+            return
+        state = (self._waiting.waiting_version, self._waiting.pods_synced)
+        if state == self._waiting_synced:
+            return
+        self._last_waiting_sync = time.monotonic()
+        try:
+            placements_waiting_sync(self._waiting.waiting(), complete=state[1])
+        except DatabaseError:
+            log.warning("could not sync the pending pods; will retry", exc_info=True)
+            close_old_connections()
+            return
+        self._waiting_synced = state
+
     def _reconcile(self) -> None:
         self._last_reconcile = time.monotonic()
         try:
             placements_reconcile()
+            if self._waiting is not None:  # the Unschedulable Events of the pods this watcher sees waiting
+                pending_events_emit()
         except DatabaseError:
             log.warning("placement reconcile failed; will retry", exc_info=True)
             close_old_connections()

@@ -13,6 +13,7 @@ completes the cycle last (``dashboard.ingest.observed_binds``).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from django.db import IntegrityError, transaction
@@ -22,8 +23,9 @@ from dashboard import pod_events
 from dashboard.ingest.cycles import lock_pods
 from dashboard.ingest.observed_binds import claim_explanation
 from dashboard.models import Outcome, SchedulingCycle
-from dashboard.placements.models import ObservationKind, PlacementObservation
+from dashboard.placements.models import ObservationKind, PlacementObservation, WaitingPod
 from dashboard.services.node_tallies import tally_placement
+from scheduler_core.placement_watch import WaitingPod as WatchedPod
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +73,40 @@ def placements_record(
             observation, _ = PlacementObservation.objects.get_or_create(key=key, defaults=defaults)
     except IntegrityError:  # two watchers recorded the same fact at once
         observation = PlacementObservation.objects.get(key=key)
+    if kind in (ObservationKind.BOUND, ObservationKind.DELETED):  # no longer waiting, whatever the next sync says
+        WaitingPod.objects.filter(pod_uid=pod_uid).delete()
     _settle(observation)
     return observation
+
+
+def placements_waiting_sync(pods: Sequence[WatchedPod], *, complete: bool = True) -> int:
+    """Make the live pending list (``WaitingPod``) what the pod watch says; returns rows added or removed.
+
+    ``complete`` False (a pod watch has not listed yet): add and update only, since a pod missing from an
+    incomplete view may still be waiting.
+    """
+    now = timezone.now()
+    by_uid = {pod.pod_uid: pod for pod in pods if pod.pod_uid}
+    changed = 0
+    with transaction.atomic():
+        if complete:
+            changed += WaitingPod.objects.exclude(pod_uid__in=list(by_uid)).delete()[0]
+        known = set(WaitingPod.objects.filter(pod_uid__in=list(by_uid)).values_list("pod_uid", flat=True))
+        fresh = [
+            WaitingPod(
+                pod_uid=pod.pod_uid,
+                pod_namespace=pod.namespace,
+                pod_name=pod.name,
+                scheduler_name=pod.scheduler_name,
+                waiting_since=_when(pod.since),
+                seen_at=now,
+            )
+            for uid, pod in by_uid.items()
+            if uid not in known
+        ]
+        WaitingPod.objects.bulk_create(fresh, ignore_conflicts=True)
+        changed += len(fresh)
+    return changed
 
 
 def placements_reconcile(*, now: datetime | None = None) -> int:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard.ui import replay_views, views
+from dashboard.ui import pending_views, replay_views, views
 
 app_name = "ui"
 
@@ -10,6 +10,10 @@ urlpatterns = [
     path("cycles/<int:pk>/", views.decision, name="decision"),
     path("cycles/<int:pk>/why-not/", views.why_not, name="why-not"),
     path("cycles/<int:pk>/what-if/", views.what_if, name="what-if"),
+    path("pending/", pending_views.pending, name="pending"),
+    path("pending/rows/", pending_views.pending_rows, name="pending-rows"),
+    path("pending/<str:namespace>/<str:name>/", pending_views.pending_pod_page, name="pending-pod"),
+    path("pending/<str:namespace>/<str:name>/body/", pending_views.pending_pod_body, name="pending-pod-body"),
     path("nodes/", views.nodes, name="nodes"),
     path("health/", views.health, name="health"),
     path("replays/", replay_views.replays, name="replays"),

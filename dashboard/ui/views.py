@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET
 
 from dashboard.filters import CycleFilterSet
 from dashboard.models import NodeMode, Outcome, SchedulingCycle
+from dashboard.placements.selectors import pending_glimpse
 from dashboard.selectors import cycle_and_calls, cycle_traffic_terms
 from dashboard.ui import candidate_table, node_selectors, presenters, selectors
 from dashboard.ui.whatif import parse_what_if
@@ -82,6 +83,7 @@ def history(request: HttpRequest) -> HttpResponse:
         "outcomes": Outcome.choices,
         "profiles": sorted(configured.descriptions),
         "now": timezone.now(),
+        "waiting": pending_glimpse(),
         **_profiles_context(configured),
     }
     return render(request, "dashboard/history.html", context, status=_status(configured))

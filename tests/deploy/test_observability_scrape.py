@@ -26,11 +26,13 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from config.env import pod_host
+from dashboard.placements.selectors import WaitingCount
 from tests.deploy.manifests import kubernetes_documents, named
 from tests.deploy.observability import (
     ALERTS,
@@ -63,6 +65,10 @@ TRAFFIC = {"node-1": 1.00e9, "node-2": 1.01e9, "node-3": 3.0e9}
 """node-4 has no value (nodes without metrics); node-1 and node-2 close enough to tie on the fixed scale."""
 
 
+STUCK = WaitingCount("schedlens-scheduler", "", "kube-scheduler", "Insufficient cpu", pods=1)
+STUCK_SINCE = datetime.now(tz=UTC) - timedelta(minutes=3)
+
+
 @dataclass(frozen=True)
 class Family:
     name: str
@@ -88,12 +94,15 @@ def verb_body(names: tuple[str, ...]) -> bytes:
 
 @pytest.fixture(scope="module")
 def scrape(tmp_path_factory: pytest.TempPathFactory) -> Scrape:
-    """``GET /metrics`` of the app in redis mode after verb calls, with snapshots and refresh statistics in Redis."""
+    """``GET /metrics`` of the app in redis mode after verb calls, with snapshots and refresh statistics in Redis, and
+    a pod waiting for a node (the live pending list as the database answers it: this module has no database;
+    tests/dashboard/test_metrics.py scrapes the list the placement watcher wrote)."""
     import redis
     from django.conf import settings
     from django.test import Client, override_settings
     from prometheus_client.parser import text_string_to_metric_families
 
+    from dashboard import metrics as metrics_module
     from dashboard import runtime as runtime_module
     from dashboard.traffic.snapshots import Keys, SnapshotStore
     from scheduler_core.traffic import TrafficSnapshot
@@ -143,7 +152,10 @@ def scrape(tmp_path_factory: pytest.TempPathFactory) -> Scrape:
                 full_disk.setattr(runtime.spool, "append", refuse)
                 refused = web.post("/extender/default/prioritize", verb_body(NODES), content_type="application/json")
             assert refused.status_code == 503
-            response = web.get("/metrics")
+            with pytest.MonkeyPatch.context() as waiting:
+                waiting.setattr(metrics_module, "pending_by_reason", lambda: [STUCK])
+                waiting.setattr(metrics_module, "pending_longest", lambda: {STUCK.scheduler: STUCK_SINCE})
+                response = web.get("/metrics")
             assert response.status_code == 200
             text = response.content.decode()
         finally:
@@ -177,6 +189,18 @@ def test_the_kit_names_only_metrics_the_app_exports(scrape: Scrape) -> None:
     assert types["schedlens_verb_responses"] == types["schedlens_answer_ties"] == "counter"
     assert types["schedlens_traffic_refresh_errors"] == "counter"
     assert types["schedlens_spool_depth"] == types["schedlens_traffic_snapshot_age_seconds"] == "gauge"
+    waiting = next(f for f in scrape.families if f.name == "schedlens_pods_waiting")
+    assert waiting.samples == (
+        (
+            "schedlens_pods_waiting",
+            (
+                ("profile", ""),
+                ("reason", "Insufficient cpu"),
+                ("scheduler", "schedlens-scheduler"),
+                ("source", "kube-scheduler"),
+            ),
+        ),
+    )
 
 
 # ----- the scrape's families as history in a real Prometheus -----
@@ -235,6 +259,8 @@ def scenario_value(sample: str, labels: Mapping[str, str], scenario: str, pod: s
         "schedlens_traffic_refresh_failing": 1.0 if broken else 0.0,
         "schedlens_traffic_refresh_last_duration_seconds": 9.0 if broken else 0.05,
         "schedlens_redis_up": 0.0 if broken else 1.0,
+        "schedlens_pods_waiting": 3.0 if broken else 0.0,
+        "schedlens_pods_waiting_longest_seconds": 1200.0 + elapsed if broken else 30.0 + refreshes % 1 * 15.0,
         "schedlens_spool_depth": (
             (2000.0 + 5.0 * elapsed if pod == PODS[0] else math.nan)
             if broken

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -43,6 +44,10 @@ def test_make_run_fills_the_history_through_the_operators_own_profiles_and_keeps
         output = read_until(process, "Ctrl-C stops it.", time.monotonic() + SERVING_WITHIN_SECONDS)
         assert "filling demo history through profile mine: 6 pods, names" in output
         assert "filling demo history through profile batch: 2 pods, nodes" in output
+        assert "leaving 3 pods waiting for a node, through profile mine" in output
+        # mine filters nothing: only the pods kube-scheduler's own filters refuse are left (the first and third are
+        # GPU pods our filter would have to refuse)
+        assert re.search(r"left 1 pod waiting for a node: \S+/\S+", output), output
         assert "failed" not in output
         assert "(profiles: mine batch)" in output
         assert process.poll() is None, "the script keeps serving"

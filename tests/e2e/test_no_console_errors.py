@@ -144,6 +144,8 @@ def test_the_demo_user_sees_every_page_and_the_api_without_a_console_error_or_cs
     expect(page.get_by_role("heading", name=re.compile(r"^Traffic received by"))).to_be_visible()
     watched.visit("/health/")
     expect(page.locator("table.verbs")).to_contain_text("prioritize")
+    watched.visit("/pending/")
+    expect(page.locator("#pending-list")).to_contain_text("waiting")
     # History replays: the form and the list, then a finished replay's report with its chart.
     replay = history_replay_start(
         selection={"last": "10"}, candidate_profile="gpu-aware", created_by="demo", runner="none"

@@ -22,8 +22,10 @@ from django.db import connection
 
 from dashboard.audit.auditors import auditor_token_issue
 from dashboard.models import VerbCall
+from tests.support.fake_kube_api import FakeKubeAPI
 from tests.support.kube_scheduler import NODES, PROFILES, T0
 from tests.support.live_server import LiveServer
+from tests.support.pending_pods import EXPECTED, NAMESPACE, leave_waiting_pods, watch_into_the_list
 from tests.support.processes import database_url, free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -113,6 +115,55 @@ def test_why_as_json_or_yaml_is_the_apis_answer_as_is(server, token, kube_schedu
     assert as_json.returncode == 0, as_json.stderr
     assert json.loads(as_json.stdout) == expected
     assert yaml.safe_load(as_yaml.stdout) == expected
+
+
+def test_pending_and_why_of_a_waiting_pod_show_the_apis_figures(server, token, kube_scheduler):
+    kube_scheduler.schedule(at=T0, name="web-1")  # placed: why still explains its cycle
+    with FakeKubeAPI() as api:
+        leave_waiting_pods(api)
+        watch_into_the_list(api)
+    listed = api_json(server, token, f"/api/v1/pending/?namespace={NAMESPACE}")
+    busy = api_json(server, token, f"/api/v1/pending/{NAMESPACE}/web-busy/")
+
+    pending = kubectl_schedlens("pending", "-n", NAMESPACE, server=server, token=token)
+    assert pending.returncode == 0, pending.stderr
+    lines = pending.stdout.splitlines()
+    assert lines[0].split() == ["NAMESPACE", "POD", "WAITING", "ATTEMPTS", "LAST-ATTEMPT", "HELD", "BACK", "BY"]
+    rows = {line.split()[1]: line for line in lines[1:]}
+    assert {name: row.endswith(EXPECTED[name]) for name, row in rows.items()} == dict.fromkeys(EXPECTED, True)
+    assert [p["summary"] for p in listed["results"]] == [
+        rows[p["name"]][-len(p["summary"]) :] for p in listed["results"]
+    ]
+
+    why = kubectl_schedlens("why", "web-busy", "-n", NAMESPACE, server=server, token=token)
+    assert why.returncode == 0, why.stderr
+    text = why.stdout
+    assert f"held back by: {EXPECTED['web-busy']}" in text
+    [attempt] = busy["recent_attempts"]
+    reason_rows = [line.split("   ") for line in text.splitlines() if line.startswith(("5 ", "1 "))]
+    assert [[cell.strip() for cell in row if cell.strip()] for row in reason_rows] == [
+        ["5", "Insufficient memory", "kube-scheduler", "-", "-"],
+        [
+            "1",
+            "receive rate above 125.0 MB/s",
+            "schedlens TrafficThreshold",
+            "125.0 MB/s",
+            "node-4: 166.7 MB/s over the last 5 min",
+        ],
+    ]
+    assert [r["nodes"] for r in attempt["reasons"]] == [5, 1]
+    assert (
+        "node-4   TrafficThreshold   receive rate above 125.0 MB/s   166.7 MB/s over the last 5 min   125.0 MB/s"
+        in text
+    )
+    as_json = kubectl_schedlens("why", "web-busy", "-n", NAMESPACE, "-o", "json", server=server, token=token)
+    assert {k: v for k, v in json.loads(as_json.stdout).items() if k != "waited_seconds"} == {
+        k: v for k, v in busy.items() if k != "waited_seconds"
+    }
+
+    placed = kubectl_schedlens("why", "web-1", "-n", "shop", server=server, token=token)
+    assert placed.returncode == 0, placed.stderr
+    assert SUMMARY in placed.stdout.splitlines()
 
 
 def test_history_lists_recent_cycles_filtered_by_namespace_node_and_age(server, token, kube_scheduler):

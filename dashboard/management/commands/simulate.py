@@ -3,15 +3,72 @@
 from __future__ import annotations
 
 import json
+import random
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from dashboard.placements.models import ObservationKind
+from dashboard.placements.services import placements_record, placements_waiting_sync
 from dashboard.runtime import configured_profiles
+from scheduler_core.placement_watch import WaitingPod as WatchedPod
 from scheduler_core.profiles import ProfileError
-from scheduler_core.simulator import ExtenderClient, KubeSchedulerSimulator, make_cluster
+from scheduler_core.simulator import (
+    ExtenderClient,
+    KubeSchedulerSimulator,
+    SyntheticCluster,
+    failed_scheduling_message,
+    make_cluster,
+    make_pod,
+)
+
+GPU = "example.com/gpu"
+NO_GPU_SELECTOR = "node(s) didn't match Pod's node affinity/selector"
+
+
+def leave_waiting(simulator: KubeSchedulerSimulator, cluster: SyntheticCluster, count: int, *, seed: int) -> list[str]:
+    """Pods no node takes, recorded as ``watch_placements`` records what it sees (the demo has no API server): each
+    one's attempt through our filter where kube-scheduler's own left nodes for it, its FailedScheduling message as
+    kube-scheduler v1.28 writes it, and the pod in the live pending list. Returns their names."""
+    rng = random.Random(seed + 101)  # noqa: S311  (demo pods, as the simulator makes them)
+    total = len(cluster.nodes)
+    without_gpu = [n for n in cluster.nodes if GPU not in n["status"]["capacity"]]
+    waiting: list[WatchedPod] = []
+    for index in range(count):
+        pod = make_pod(rng)
+        meta = pod["metadata"]
+        requests = pod["spec"]["containers"][0]["resources"]["requests"]
+        answer: dict[str, Any] | None = None
+        own: dict[str, int]
+        if index % 2 == 0 and without_gpu:  # a GPU pod pinned away from the GPU nodes: our filter refuses the rest
+            requests[GPU] = "1"
+            answer = simulator.refuse(pod, without_gpu)
+            if answer.get("NodeNames") or (answer.get("Nodes") or {}).get("items"):
+                continue  # this profile's filter passes GPU-less nodes: the pod would be placed
+            own = {NO_GPU_SELECTOR: total - len(without_gpu)} if total > len(without_gpu) else {}
+        else:  # more memory than any node has: kube-scheduler's own filters refuse every node, ours is never asked
+            requests["memory"] = "512Gi"
+            own = {"Insufficient memory": total}
+        now = time.time()
+        placements_record(
+            key=f"event:demo-{meta['uid']}:1",
+            kind=ObservationKind.FAILED_SCHEDULING,
+            pod_uid=meta["uid"],
+            pod_namespace=meta["namespace"],
+            pod_name=meta["name"],
+            scheduler_name=pod["spec"]["schedulerName"],
+            reason="FailedScheduling",
+            message=failed_scheduling_message(total, answer, own),
+            occurred_at=now,
+        )
+        waiting.append(
+            WatchedPod(meta["uid"], meta["namespace"], meta["name"], pod["spec"]["schedulerName"], now - 60 * index)
+        )
+    placements_waiting_sync(waiting, complete=False)  # the pods left waiting by earlier runs stay listed
+    return [f"{pod.namespace}/{pod.name}" for pod in waiting]
 
 
 class Command(BaseCommand):
@@ -30,6 +87,14 @@ class Command(BaseCommand):
         parser.add_argument("--weight", type=int, default=5, help="the extender's weight in the scheduler config")
         parser.add_argument("--no-bind", action="store_true", help="leave binding to kube-scheduler's default binder")
         parser.add_argument("--seed", type=int, default=7)
+        parser.add_argument(
+            "--leave-waiting",
+            type=int,
+            default=0,
+            metavar="N",
+            help="then leave N pods no node takes, in the pending list, as the placement watcher would see them: a GPU "
+            "pod kube-scheduler's filters left only GPU-less nodes for, a pod no node has the memory for (demo only)",
+        )
         parser.add_argument(
             "--list-profiles",
             action="store_true",
@@ -80,3 +145,7 @@ class Command(BaseCommand):
         )
         if stats.errors:
             raise CommandError(f"{stats.errors} scheduling calls failed")
+        if options["leave_waiting"] > 0:
+            left = leave_waiting(simulator, cluster, options["leave_waiting"], seed=options["seed"])
+            pods = f"{len(left)} pod{'' if len(left) == 1 else 's'}"
+            self.stdout.write(f"left {pods} waiting for a node: {', '.join(left)}")

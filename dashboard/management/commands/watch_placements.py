@@ -59,6 +59,7 @@ class Command(BaseCommand):
             sink=watcher_sink(pump, herd),
             watch_timeout_seconds=settings.SCHEDLENS_WATCH_TIMEOUT_SECONDS,
         )
+        pump.keep_waiting(watcher)  # the live pending list (``dashboard.placements.selectors``)
         self.stdout.write(f"watching pods of {', '.join(names)} and their FailedScheduling events")
         if herd is not None:
             herd.start()

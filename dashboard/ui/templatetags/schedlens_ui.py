@@ -59,10 +59,13 @@ def signed(value: float | None) -> str:
 
 
 @register.simple_tag
-def when(value: datetime | None) -> str:
-    """A ``<time>`` in UTC; ``app.js`` rewrites the text to the operator's zone and keeps UTC in the title."""
+def when(value: datetime | float | None) -> str:
+    """A ``<time>`` in UTC (a datetime, or Unix seconds as the domain keeps them); ``app.js`` rewrites the text to the
+    operator's zone and keeps UTC in the title."""
     if value is None:
         return "—"
+    if isinstance(value, int | float):
+        value = datetime.fromtimestamp(value, tz=UTC)
     utc = value.astimezone(UTC)
     text = utc.strftime("%Y-%m-%d %H:%M:%S UTC")
     return format_html(

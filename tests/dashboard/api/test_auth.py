@@ -12,6 +12,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from dashboard.api.views import api_not_found
+from dashboard.placements.models import WaitingPod
 from tests.support.api_client import token_client
 from tests.support.kube_scheduler import T0
 
@@ -22,6 +23,9 @@ WRITES = ["post", "put", "patch", "delete"]
 def routes(kube_scheduler) -> list[str]:
     """Every GET route of the API, with real ids."""
     cycle = kube_scheduler.schedule(at=T0, name="web-1")
+    WaitingPod.objects.create(
+        pod_uid="uid-waiting", pod_namespace="shop", pod_name="waiting-1", waiting_since=T0, seen_at=T0
+    )
     return [
         "/api/v1/cycles/",
         f"/api/v1/cycles/{cycle.id}/",
@@ -32,6 +36,8 @@ def routes(kube_scheduler) -> list[str]:
         "/api/v1/profiles/",
         "/api/v1/profiles/default/",
         "/api/v1/why/?namespace=shop&name=web-1",
+        "/api/v1/pending/",
+        "/api/v1/pending/shop/waiting-1/",
         "/api/v1/audit/verify",
         "/api/schema/",
         "/api/docs/",
