@@ -33,7 +33,7 @@ class FigureSerializer(serializers.Serializer[Any]):
 
 
 class ReasonGroupSerializer(serializers.Serializer[Any]):
-    source = serializers.ChoiceField(
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # a declared field, popped from the class by DRF: not Field.source
         choices=["schedlens", "kube-scheduler"], help_text="Whose check: schedlens's filter or kube-scheduler's own."
     )
     plugin = serializers.CharField(help_text="schedlens's filter plugin; empty for kube-scheduler's reasons.")

@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 from django.db.models import Min, QuerySet
@@ -58,7 +58,7 @@ class PendingPod:
 def _mapping(record: Any) -> Mapping[str, Any] | None:
     if record is None or isinstance(record, Mapping):
         return record
-    return msgspec.to_builtins(record)  # a typed record: the same keys as stored
+    return cast(Mapping[str, Any], msgspec.to_builtins(record))  # a typed record: the same keys as stored
 
 
 def waiting_pods(namespace: str | None = None) -> QuerySet[WaitingPod]:
