@@ -10,17 +10,14 @@ from typing import Any
 from django.core.checks import CheckMessage, Error, Tags, register
 from django.db import DatabaseError
 
-from scheduler_core.profiles import ProfileError
-
 
 @register()
 def profiles_are_valid(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
-    from dashboard.runtime import configured_profiles
+    from dashboard.selectors.profiles import profile_configuration
 
-    try:
-        configured_profiles()
-    except (ProfileError, OSError) as exc:
-        return [Error(str(exc), hint="Fix the file named by SCHEDLENS_CONFIG.", id="schedlens.E001")]
+    configured = profile_configuration()
+    if configured.error is not None:
+        return [Error(configured.problem, hint="Fix the file named by SCHEDLENS_CONFIG.", id="schedlens.E001")]
     return []
 
 

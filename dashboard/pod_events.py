@@ -253,7 +253,7 @@ def explained_bind(*, cycle: SchedulingCycle, records: dict[str, Any]) -> None:
     chosen_node, error, profile = cycle.chosen_node, cycle.error, cycle.profile
 
     def summary() -> str:
-        from dashboard.selectors import records_summary
+        from dashboard.selectors.cycles import records_summary
 
         return records_summary(records=records, chosen_node=chosen_node, error=error, profile=profile)
 
@@ -275,9 +275,9 @@ def explained_placement(*, cycle_id: int) -> None:
     if emitter().unavailable:
         emitter().drop("unconfigured", UNCONFIGURED)
         return
-    from dashboard.selectors import cycles_with_calls
+    from dashboard.selectors.cycles import cycle_list_with_calls
 
-    cycle = cycles_with_calls().filter(pk=cycle_id).first()
+    cycle = cycle_list_with_calls().filter(pk=cycle_id).first()
     if cycle is None:
         emitter().drop("no_cycle", f"cycle {cycle_id} is gone: its Explained Event is not written")
         return

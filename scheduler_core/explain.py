@@ -358,7 +358,7 @@ def explain(
     """Explain one cycle from its filter and prioritize records (either may be missing).
 
     ``chosen_node`` is the bind's node. ``traffic_terms`` (the profile's window and staleness limit, which the record
-    does not carry: ``dashboard.selectors.cycle_traffic_terms``) word the summary ("1.0 MB in 5 min") and judge the
+    does not carry: ``dashboard.selectors.cycles.cycle_traffic_terms``) word the summary ("1.0 MB in 5 min") and judge the
     traffic's age; without them, ``traffic_window_minutes`` words the summary and staleness is not judged.
     """
     terms = traffic_terms if traffic_terms is not None else TrafficTerms(window_minutes=traffic_window_minutes)

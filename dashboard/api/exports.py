@@ -180,7 +180,7 @@ def cycles_ndjson(
 
 
 Explainer = Callable[[SchedulingCycle], Explanation]
-"""A cycle (with its calls prefetched) → its explanation: ``dashboard.selectors.cycle_explanation``."""
+"""A cycle (with its calls prefetched) → its explanation: ``dashboard.selectors.cycles.cycle_explanation``."""
 
 
 def _with_calls(queryset: QuerySet[SchedulingCycle], chunk_size: int) -> Iterator[SchedulingCycle]:

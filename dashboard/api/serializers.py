@@ -12,9 +12,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from dashboard.api.exports import CALL_FIELDS
-from dashboard.api.selectors import node_reasons
 from dashboard.models import NodeTally, SchedulingCycle, VerbCall
-from dashboard.selectors import cycle_explanation
+from dashboard.selectors.cycles import cycle_explanation
+from dashboard.selectors.nodes import node_reasons
 from dashboard.traffic.models import TrafficRefresh
 
 # --- explanation (mirrors scheduler_core.explain) ---------------------------------------------------
@@ -287,7 +287,7 @@ class NodeSerializer(serializers.ModelSerializer[NodeTally]):
     def get_reasons(self, tally: NodeTally) -> list[dict[str, Any]]:
         reasons = self.context.get("reasons")
         if reasons is None or tally.node not in reasons:
-            reasons = node_reasons([tally.node])
+            reasons = node_reasons(nodes=[tally.node])
         return reasons[tally.node]
 
     def get_cycles(self, tally: NodeTally) -> str:

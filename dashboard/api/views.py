@@ -25,7 +25,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet, ReadOnlyModelViewSet, ViewSet
 
-from dashboard.api import exports, selectors
+from dashboard.api import exports
 from dashboard.api.exceptions import ErrorSerializer
 from dashboard.api.pagination import CycleCursorPagination, NodePagination
 from dashboard.api.serializers import (
@@ -44,9 +44,18 @@ from dashboard.api.serializers import (
 from dashboard.api.throttling import ScopedThrottle
 from dashboard.filters import CycleFilterSet, NodeFilterSet, TrafficRefreshFilterSet
 from dashboard.models import NodeTally, SchedulingCycle, VerbCall
-from dashboard.selectors import cycle_explanation, cycle_list, cycles_with_calls
+from dashboard.selectors.cycles import (
+    cycle_explanation,
+    cycle_export_queryset,
+    cycle_latest_for_pod,
+    cycle_list,
+    cycle_list_with_calls,
+)
+from dashboard.selectors.nodes import node_list, node_reasons
+from dashboard.selectors.profiles import ProfilesUnavailableError, profile_list
 from dashboard.services.audit_chain import audit_chain_verify
 from dashboard.traffic.models import TrafficRefresh
+from dashboard.traffic.selectors import traffic_refresh_list, traffic_snapshot_list
 
 ERRORS = {
     400: OpenApiResponse(ErrorSerializer, description="A query parameter was refused (named in `field`)."),
@@ -77,7 +86,7 @@ class CycleViewSet(ReadOnlyModelViewSet[SchedulingCycle]):
     pagination_class = CycleCursorPagination
 
     def get_queryset(self) -> QuerySet[SchedulingCycle]:
-        return cycles_with_calls() if self.action == "retrieve" else cycle_list()
+        return cycle_list_with_calls() if self.action == "retrieve" else cycle_list()
 
     def get_serializer_class(self) -> type[CycleSerializer]:
         return CycleDetailSerializer if self.action == "retrieve" else CycleSerializer
@@ -106,7 +115,7 @@ class _CycleExport(GenericViewSet[SchedulingCycle]):
     suffix: ClassVar[str]
 
     def get_queryset(self) -> QuerySet[SchedulingCycle]:
-        return selectors.cycle_export_queryset()
+        return cycle_export_queryset()
 
     def _stream(self, queryset: QuerySet[SchedulingCycle]) -> Any:
         raise NotImplementedError
@@ -204,7 +213,7 @@ class WhyView(APIView):
     def get(self, request: Request) -> Response:
         query = WhyQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        cycle = selectors.cycle_latest_for_pod(**query.validated_data)
+        cycle = cycle_latest_for_pod(**query.validated_data)
         if cycle is None:
             raise NotFound("no recorded cycle for this pod")
         explanation = cycle_explanation(cycle=cycle)
@@ -242,12 +251,12 @@ class NodeViewSet(ReadOnlyModelViewSet[NodeTally]):
     _reasons: dict[str, list[dict[str, Any]]] | None = None
 
     def get_queryset(self) -> QuerySet[NodeTally]:
-        return selectors.node_list()
+        return node_list()
 
     def paginate_queryset(self, queryset: QuerySet[NodeTally]) -> list[NodeTally] | None:  # type: ignore[override]
         page = super().paginate_queryset(queryset)
         if page is not None:  # the page's reasons in one query, not one per node
-            self._reasons = selectors.node_reasons([tally.node for tally in page])
+            self._reasons = node_reasons(nodes=[tally.node for tally in page])
         return page
 
     def get_serializer_context(self) -> dict[str, Any]:
@@ -266,7 +275,7 @@ class TrafficRefreshViewSet(ReadOnlyModelViewSet[TrafficRefresh]):
     pagination_class = CycleCursorPagination  # keyset on (started_at, id), like cycles
 
     def get_queryset(self) -> QuerySet[TrafficRefresh]:
-        return selectors.traffic_refresh_list()
+        return traffic_refresh_list()
 
 
 @extend_schema_view(
@@ -282,7 +291,7 @@ class TrafficSnapshotViewSet(ReadOnlyModelViewSet[TrafficRefresh]):
     pagination_class = CycleCursorPagination
 
     def get_queryset(self) -> QuerySet[TrafficRefresh]:
-        return selectors.traffic_snapshot_list()
+        return traffic_snapshot_list()
 
 
 class ProfileViewSet(ViewSet):
@@ -294,8 +303,8 @@ class ProfileViewSet(ViewSet):
 
     def _profiles(self) -> list[dict[str, Any]]:
         try:
-            return selectors.profile_list()
-        except selectors.ProfilesUnavailableError as exc:
+            return profile_list()
+        except ProfilesUnavailableError as exc:
             raise ProfilesUnavailable(f"the profiles configuration cannot be read: {exc}") from None
 
     @extend_schema(

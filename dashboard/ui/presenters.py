@@ -96,7 +96,7 @@ class Decision:
     """(name, weight, applicable) in profile order."""
     plugin_notes: list[tuple[str, str]]
     traffic_terms: TrafficTerms
-    """The window and staleness limit the traffic is read with (``dashboard.selectors.cycle_traffic_terms``)."""
+    """The window and staleness limit the traffic is read with (``dashboard.selectors.cycles.cycle_traffic_terms``)."""
     traffic_age_seconds: float | None
     traffic_note: str
     answers: list[VerbAnswer]

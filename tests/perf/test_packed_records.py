@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 
 from dashboard.models import VerbCall
-from dashboard.selectors import cycles_with_calls
+from dashboard.selectors.cycles import cycle_list_with_calls
 from dashboard.services.audit_chain import audit_chain_verify
 from dashboard.services.cycles import cycles_ingest_events
 from dashboard.storage.call_body import BODY_FORMAT
@@ -78,7 +78,7 @@ def test_a_prioritize_body_refers_to_its_filter_and_reads_back_alone_or_with_its
     prioritize = VerbCall.objects.get(verb="prioritize")
     expected = msgspec.to_builtins(events[1].prioritize) | {"node_mode": "names"}
     assert prioritize.record == expected  # alone: the filter call is looked up
-    calls = list(cycles_with_calls().get().calls.all())  # with its cycle: read from the prefetched calls
+    calls = list(cycle_list_with_calls().get().calls.all())  # with its cycle: read from the prefetched calls
     assert {c.verb: c.record for c in calls}["prioritize"] == expected
 
 

@@ -9,8 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from dashboard.runtime import configured_profiles
-from scheduler_core.profiles import ProfileError
+from dashboard.selectors.profiles import profile_configuration
 from scheduler_core.simulator import ExtenderClient, KubeSchedulerSimulator, make_cluster
 
 
@@ -43,10 +42,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["list_profiles"]:
-            try:
-                names = list(configured_profiles())
-            except (ProfileError, OSError) as exc:
-                raise CommandError(f"the profiles cannot be read: {exc}") from None
+            configured = profile_configuration()
+            if configured.error is not None:
+                raise CommandError(f"the profiles cannot be read: {configured.problem}")
+            names = list(configured.profiles)
             self.stdout.write("\n".join(names))
             return
         if options["nodes"] < 1:
