@@ -13,8 +13,9 @@ from rest_framework import serializers
 
 from dashboard.api.exports import CALL_FIELDS
 from dashboard.models import NodeTally, SchedulingCycle, VerbCall
-from dashboard.selectors.cycles import cycle_explanation
+from dashboard.selectors.cycles import CallRead, CycleRead, cycle_explanation, cycle_read
 from dashboard.selectors.nodes import node_reasons
+from dashboard.storage.call_record import record_builtins
 from dashboard.traffic.models import TrafficRefresh
 
 # --- explanation (mirrors scheduler_core.explain) ---------------------------------------------------
@@ -229,18 +230,44 @@ class VerbCallSerializer(serializers.ModelSerializer[VerbCall]):
         fields = list(CALL_FIELDS)  # the same columns the NDJSON export writes for each call
         read_only_fields = fields
 
+    def to_representation(self, instance: CallRead) -> dict[str, Any]:
+        """A call decoded by ``dashboard.selectors.cycles.call_reads``: its columns, its record and its answer."""
+        decoded = {"record": record_builtins(instance.recorded), "response": instance.answer}
+        return {
+            field.field_name: decoded[field.field_name]
+            if field.field_name in decoded
+            else _column(field, instance.call)
+            for field in self._readable_fields
+        }
+
+
+def _column(field: serializers.Field[Any, Any, Any, Any], call: VerbCall) -> Any:
+    value = field.get_attribute(call)
+    return None if value is None else field.to_representation(value)
+
 
 class CycleDetailSerializer(CycleSerializer):
-    calls = VerbCallSerializer(many=True, read_only=True)
+    calls = serializers.SerializerMethodField()
     explanation = serializers.SerializerMethodField()
 
     class Meta(CycleSerializer.Meta):
         fields = [*CycleSerializer.Meta.fields, "calls", "explanation"]
         read_only_fields = fields
 
+    def _read(self, cycle: SchedulingCycle) -> CycleRead:
+        """The cycle's calls decoded once, for both fields."""
+        read: CycleRead | None = getattr(self, "_cycle_read", None)
+        if read is None or read.cycle is not cycle:
+            read = self._cycle_read = cycle_read(cycle=cycle)
+        return read
+
+    @extend_schema_field(VerbCallSerializer(many=True))
+    def get_calls(self, cycle: SchedulingCycle) -> list[dict[str, Any]]:
+        return [VerbCallSerializer().to_representation(call) for call in self._read(cycle).calls]
+
     @extend_schema_field(ExplanationSerializer)
     def get_explanation(self, cycle: SchedulingCycle) -> dict[str, Any]:
-        return dict(ExplanationSerializer(cycle_explanation(cycle=cycle)).data)
+        return dict(ExplanationSerializer(cycle_explanation(cycle=cycle, read=self._read(cycle))).data)
 
 
 class WhySerializer(serializers.Serializer[Any]):

@@ -45,6 +45,7 @@ from dashboard.api.throttling import ScopedThrottle
 from dashboard.filters import CycleFilterSet, NodeFilterSet, TrafficRefreshFilterSet
 from dashboard.models import NodeTally, SchedulingCycle, VerbCall
 from dashboard.selectors.cycles import (
+    CycleRead,
     cycle_explanation,
     cycle_export_queryset,
     cycle_latest_for_pod,
@@ -137,8 +138,8 @@ def _included(request: Request, allowed: tuple[str, ...]) -> set[str]:
     return wanted
 
 
-def _explained(cycle: SchedulingCycle) -> Any:
-    return cycle_explanation(cycle=cycle)
+def _explained(read: CycleRead) -> Any:
+    return cycle_explanation(cycle=read.cycle, read=read)
 
 
 class CycleCsvExport(_CycleExport):

@@ -9,7 +9,7 @@ everywhere a person reads an explanation).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,10 +18,12 @@ import msgspec
 from django.db.models import Prefetch, Q, QuerySet
 from django.utils import timezone
 
-from dashboard.models import SchedulingCycle, VerbCall, call_data, shared_part_data
+from dashboard.models import SchedulingCycle, VerbCall, shared_part_data
 from dashboard.selectors.profiles import profile_configuration
+from dashboard.storage.call_record import call_read
 from scheduler_core.explain import Explanation, explain, explain_summary
 from scheduler_core.recompute import Mismatch, recompute_explanation
+from scheduler_core.record import CallRecord, CycleRecords, FilterRecord
 from scheduler_core.traffic_terms import TrafficTerms, terms_of
 
 
@@ -29,6 +31,9 @@ def cycle_list() -> QuerySet[SchedulingCycle]:
     # candidate_nodes is kilobytes per 1000-node cycle and only ever filtered on.
     return SchedulingCycle.objects.defer("candidate_nodes")
 
+
+_NO_REFERENCES: dict[str, Any] = {"filter_records": lambda _event_id: None, "shared_parts": shared_part_data}
+"""The lookups of a call whose body refers to no other call (a filter's)."""
 
 NEWEST_FIRST_WINDOWS = (timedelta(days=1), timedelta(days=8))
 """How far back :func:`newest_first_page` looks before it reads the whole history: a day partition, then a week's."""
@@ -56,15 +61,90 @@ def cycle_list_with_calls() -> QuerySet[SchedulingCycle]:
     return cycle_list().prefetch_related(calls)
 
 
-def cycle_get_with_calls(*, cycle_id: int) -> tuple[SchedulingCycle, list[VerbCall]] | None:
-    """One cycle and its calls in order, each call able to read a sibling its stored body refers to."""
+@dataclass(frozen=True, slots=True)
+class CallRead:
+    """One stored call with its record and answer decoded, once."""
+
+    call: VerbCall
+    recorded: CallRecord
+    answer: Any
+    """The JSON answered to kube-scheduler."""
+
+
+@dataclass(frozen=True, slots=True)
+class CycleRead:
+    """A cycle and its calls in the order they were made, decoded, and the records it is explained by."""
+
+    cycle: SchedulingCycle
+    calls: list[CallRead]
+    records: CycleRecords
+
+
+def call_reads(*, calls: Sequence[VerbCall]) -> list[CallRead]:
+    """``calls`` with their records and answers decoded, in the same order.
+
+    A prioritize call stored as a reference to its cycle's filter call finds that call among ``calls`` (decoded
+    first); one not among them (a call read alone) is read from the database here, in one query for all of them.
+    """
+    decoded: dict[int, tuple[CallRecord, Any]] = {}
+    filters: dict[str, FilterRecord | None] = {}
+    for call in calls:
+        if call.verb == "filter":
+            record, answer = call_read(call.verb, call.body, call.record_json, call.response_json, **_NO_REFERENCES)
+            decoded[id(call)] = record, answer
+            filters[call.event_id] = record.filter
+    others = [call for call in calls if id(call) not in decoded]
+
+    def filter_records(event_id: str) -> FilterRecord | None:
+        if event_id not in filters:  # not among ``calls``: another cycle's, or ``calls`` is one call
+            filters[event_id] = call_filter_get(event_id=event_id)
+        return filters[event_id]
+
+    for call in others:
+        decoded[id(call)] = call_read(
+            call.verb,
+            call.body,
+            call.record_json,
+            call.response_json,
+            filter_records=filter_records,
+            shared_parts=shared_part_data,
+        )
+    return [CallRead(call, *decoded[id(call)]) for call in calls]
+
+
+def call_filter_get(*, event_id: str) -> FilterRecord | None:
+    """The record of the stored filter call ``event_id`` (None: not stored, or it has none)."""
+    found = VerbCall.objects.filter(event_id=event_id, verb="filter").first()
+    return call_read("filter", found.body, found.record_json, None, **_NO_REFERENCES)[0].filter if found else None
+
+
+def cycle_records(*, reads: Sequence[CallRead]) -> CycleRecords:
+    """The records a cycle is explained and replayed by: its newest answered call's of each verb."""
+    newest: dict[str, CallRecord] = {}
+    for read in reads:
+        if read.call.http_status == 200:
+            newest[read.call.verb] = read.recorded
+    return CycleRecords.of_calls(newest.get("filter"), newest.get("prioritize"), newest.get("bind"))
+
+
+def cycle_read(*, cycle: SchedulingCycle, calls: Sequence[VerbCall] | None = None) -> CycleRead:
+    """``cycle`` decoded: its ``calls`` (in order), else its calls as prefetched (``cycle_list_with_calls``) or read
+    here."""
+    reads = call_reads(calls=list(cycle.calls.all()) if calls is None else calls)
+    return CycleRead(cycle, reads, cycle_records(reads=reads))
+
+
+def cycle_get_read(*, cycle_id: int) -> CycleRead | None:
+    """One cycle and its calls in order, decoded."""
     cycle = SchedulingCycle.objects.filter(pk=cycle_id).first()
     if cycle is None:
         return None
-    calls = list(cycle.calls.order_by("started_at", "id"))
-    for call in calls:
-        call.__dict__["siblings"] = calls  # a prioritize body may refer to its cycle's filter call
-    return cycle, calls
+    return cycle_read(cycle=cycle, calls=list(cycle.calls.order_by("started_at", "id")))
+
+
+def call_get_read(*, call: VerbCall) -> CallRead:
+    """One call decoded alone (its filter call read when its body refers to one)."""
+    return call_reads(calls=[call])[0]
 
 
 def cycle_traffic_terms(*, profile: str) -> TrafficTerms:
@@ -82,28 +162,28 @@ def cycle_traffic_terms(*, profile: str) -> TrafficTerms:
     return terms_of(profile, configured.plugin_args if configured is not None else None)
 
 
-def cycle_explanation(*, cycle: SchedulingCycle) -> Explanation:
-    """Explain a cycle from its calls (prefetched by ``cycle_list_with_calls``)."""
-    records = {call.verb: call.record for call in cycle.calls.all() if call.http_status == 200}
+def cycle_explanation(*, cycle: SchedulingCycle, read: CycleRead | None = None) -> Explanation:
+    """Explain a cycle from its calls (prefetched by ``cycle_list_with_calls``), or from its ``read``."""
+    records = (read if read is not None else cycle_read(cycle=cycle)).records
     return records_explanation(records=records, chosen_node=cycle.chosen_node, error=cycle.error, profile=cycle.profile)
 
 
-def records_explanation(*, records: Mapping[str, Any], chosen_node: str, error: str, profile: str) -> Explanation:
-    """Explain a cycle from its answered calls' records by verb (as ``cycle_explanation`` collects them)."""
+def records_explanation(*, records: CycleRecords, chosen_node: str, error: str, profile: str) -> Explanation:
+    """Explain a cycle from its records (as ``cycle_records`` collects them)."""
     return explain(
-        filter_record=records.get("filter"),
-        prioritize_record=records.get("prioritize"),
+        filter_record=records.filter,
+        prioritize_record=records.prioritize,
         chosen_node=chosen_node,
         error=error,
         traffic_terms=cycle_traffic_terms(profile=profile),
     )
 
 
-def records_summary(*, records: Mapping[str, Any], chosen_node: str, error: str, profile: str) -> str:
+def records_summary(*, records: CycleRecords, chosen_node: str, error: str, profile: str) -> str:
     """``records_explanation(...).summary``, the same text, without explaining every node (the pod's Event)."""
     return explain_summary(
-        filter_record=records.get("filter"),
-        prioritize_record=records.get("prioritize"),
+        filter_record=records.filter,
+        prioritize_record=records.prioritize,
         chosen_node=chosen_node,
         error=error,
         traffic_window_minutes=cycle_traffic_terms(profile=profile).window_minutes,
@@ -219,9 +299,10 @@ def cycle_history_newer(
     return list(queryset.only(*HISTORY_COLUMNS).filter(id__gt=after_id).order_by("-started_at", "-id")[:limit])
 
 
-def call_filter_record(body: bytes | None, record_json: Any) -> dict[str, Any]:
-    """A filter call's record from its stored columns (a filter's body refers to no other call)."""
-    return call_data(body, record_json, None, filter_records=lambda _event_id: None, shared_parts=shared_part_data)[0]
+def call_filter_record(*, body: bytes | None, record_json: Any) -> FilterRecord | None:
+    """A filter call's record from its stored columns (a filter's body refers to no other call); None: it has none
+    or it cannot be read."""
+    return call_read("filter", body, record_json, None, **_NO_REFERENCES)[0].filter
 
 
 def cycle_newest_started_at() -> datetime | None:

@@ -131,11 +131,10 @@ def _latest_call_traffic(stats: dict[str, NodeStats]) -> datetime | None:
     if latest is None or not stats:
         return None
     at, body, record_json = latest
-    record = call_filter_record(body, record_json)
-    traffic: list[float | None] = record.get("traffic_bytes", [])
-    if not traffic:
+    record = call_filter_record(body=body, record_json=record_json)
+    if record is None or not record.traffic_bytes:
         return None
-    for name, value in zip(record.get("nodes", []), traffic, strict=False):
+    for name, value in zip(record.nodes, record.traffic_bytes, strict=False):
         entry = stats.get(name)
         if entry is not None:
             entry.traffic = [(at, value)]

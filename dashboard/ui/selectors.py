@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from dashboard.runtime import running_runtime
 from dashboard.selectors.cycles import call_filter_record, call_list_recent
+from scheduler_core.record import FilterRecord
 
 VERBS = ("filter", "prioritize", "bind", "preempt")
 
@@ -90,15 +91,14 @@ def recorded_traffic(*, recent: int = 200) -> list[RecordedTraffic]:
     ]:
         if profile in seen:
             continue
-        record = call_filter_record(body, record_json)
-        traffic: list[Any] = record.get("traffic_bytes", [])
+        record = call_filter_record(body=body, record_json=record_json) or FilterRecord(nodes=[], passed=[])
         seen[profile] = RecordedTraffic(
             profile=profile,
             at=at,
-            age_seconds=record.get("metric_age_seconds"),
-            note=record.get("metric_note", ""),
-            nodes=len(record.get("nodes", [])),
-            missing=sum(1 for v in traffic if v is None),
+            age_seconds=record.metric_age_seconds,
+            note=record.metric_note,
+            nodes=len(record.nodes),
+            missing=sum(1 for v in record.traffic_bytes if v is None),
         )
     return sorted(seen.values(), key=lambda r: r.profile)
 

@@ -20,7 +20,7 @@ from dashboard.models import NodeMode, Outcome, SchedulingCycle
 from dashboard.selectors.cycles import (
     BadCursorError,
     Cursor,
-    cycle_get_with_calls,
+    cycle_get_read,
     cycle_history_newer,
     cycle_history_page,
     cycle_newest_started_at,
@@ -112,13 +112,13 @@ def history_new_rows(request: HttpRequest) -> HttpResponse:
 
 
 def _decision(pk: int, configured: ConfiguredProfiles) -> presenters.Decision:
-    found = cycle_get_with_calls(cycle_id=pk)
+    found = cycle_get_read(cycle_id=pk)
     if found is None:
         raise Http404("no such scheduling cycle")
-    cycle, calls = found
+    cycle = found.cycle
     description = configured.descriptions.get(cycle.profile)
     terms = cycle_traffic_terms(profile=cycle.profile)  # the window and staleness limit the audit API explains with
-    return presenters.build_decision(cycle, calls, description, traffic_terms=terms)
+    return presenters.build_decision(cycle, found.calls, description, traffic_terms=terms)
 
 
 def _why_not(decision: presenters.Decision, node: str) -> tuple[presenters.WhyNot | None, str]:
