@@ -114,8 +114,10 @@ def _schedule_traffic_prefetch(sender: Celery, source: object, **kwargs: object)
     """One prefetch per distinct traffic query among the profiles, every SCHEDLENS_TRAFFIC_REFRESH_SECONDS."""
     from django.conf import settings
 
-    from dashboard.runtime import configured_profiles
+    from dashboard.selectors.profiles import profile_configuration
     from dashboard.traffic.schedule import traffic_beat_schedule
 
-    schedule = traffic_beat_schedule(configured_profiles(), refresh_seconds=settings.SCHEDLENS_TRAFFIC_REFRESH_SECONDS)
+    schedule = traffic_beat_schedule(
+        profile_configuration().required(), refresh_seconds=settings.SCHEDLENS_TRAFFIC_REFRESH_SECONDS
+    )
     sender.conf.beat_schedule = {**schedule, **(sender.conf.beat_schedule or {})}

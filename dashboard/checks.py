@@ -11,17 +11,15 @@ from django.core.checks import CheckMessage, Error, Tags, register
 from django.db import DatabaseError
 
 from dashboard.audit.chain import chain_origin_conflict
-from dashboard.runtime import configured_profiles
+from dashboard.selectors.profiles import profile_configuration
 from dashboard.services.demo_login import DEMO_PASSWORD, binds_are_real, users_with_demo_password
-from scheduler_core.profiles import ProfileError
 
 
 @register()
 def profiles_are_valid(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
-    try:
-        configured_profiles()
-    except (ProfileError, OSError) as exc:
-        return [Error(str(exc), hint="Fix the file named by SCHEDLENS_CONFIG.", id="schedlens.E001")]
+    configured = profile_configuration()
+    if configured.error is not None:
+        return [Error(configured.problem, hint="Fix the file named by SCHEDLENS_CONFIG.", id="schedlens.E001")]
     return []
 
 

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from django.db import models
 from django.db.models.functions import Now
 
-from dashboard.storage.call_body import FilterRecordLookup, body_read
 from dashboard.storage.packed_json import PackedJSONField
-from dashboard.storage.shared_parts import SharedPartLookup
 from scheduler_core.lru import LRU
 
 
@@ -115,7 +112,7 @@ class VerbCall(models.Model):
     http_status = models.PositiveSmallIntegerField()
     error = models.TextField(blank=True)
     server = models.CharField(max_length=128, blank=True)
-    # Read ``record`` and ``response`` (below), never these three: a call is stored in one of two ways.
+    # Read through dashboard.selectors.cycles (call_reads), never these three: a call is stored in one of two ways.
     # A per-node record (filter, prioritize, preempt) and its answer are one binary body since migration 0004;
     # other calls, and every call recorded before, are JSON in the two jsonb columns (large values packed).
     record_json = PackedJSONField(
@@ -139,57 +136,6 @@ class VerbCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.verb} {self.started_at:%H:%M:%S.%f}"
-
-    @property
-    def record(self) -> dict[str, Any]:
-        """The plugins' verdicts and scores (columnar), however the call is stored."""
-        return self._decoded()[0]
-
-    @property
-    def response(self) -> Any:
-        """The JSON answered to kube-scheduler."""
-        return self._decoded()[1]
-
-    def _decoded(self) -> tuple[dict[str, Any], Any]:
-        decoded: tuple[dict[str, Any], Any] | None = self.__dict__.get("_decoded_cache")
-        if decoded is None:
-            decoded = call_data(
-                self.body,
-                self.record_json,
-                self.response_json,
-                filter_records=self._referred_filter_record,
-                shared_parts=shared_part_data,
-            )
-            self.__dict__["_decoded_cache"] = decoded
-        return decoded
-
-    def _referred_filter_record(self, event_id: str) -> Mapping[str, Any] | None:
-        """The record of the filter call ``event_id`` (of this call's cycle) that this call's body refers to."""
-        siblings: list[VerbCall] | None = None
-        cycle = self._state.fields_cache.get("cycle")
-        if cycle is not None:
-            siblings = getattr(cycle, "_prefetched_objects_cache", {}).get("calls")
-        siblings = siblings if siblings is not None else self.__dict__.get("siblings")
-        for call in siblings or ():
-            if call.event_id == event_id:
-                return call.record
-        found = VerbCall.objects.filter(event_id=event_id).first()
-        return found.record if found is not None else None
-
-
-def call_data(
-    body: bytes | memoryview | None,
-    record_json: Any,
-    response_json: Any,
-    *,
-    filter_records: FilterRecordLookup,
-    shared_parts: SharedPartLookup,
-) -> tuple[dict[str, Any], Any]:
-    """A call's record and answer from its stored columns (see ``VerbCall``); ``filter_records`` and
-    ``shared_parts``: where a body's references are found (``body_read``'s)."""
-    if body is not None:
-        return body_read(bytes(body), filter_records=filter_records, shared_parts=shared_parts)
-    return (record_json if record_json is not None else {}), response_json
 
 
 class SharedPart(models.Model):

@@ -25,13 +25,14 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from django.conf import settings
 from prometheus_client import Counter
 
 from dashboard.models import SchedulingCycle
-from dashboard.selectors import cycles_with_calls, records_summary
+from dashboard.selectors.cycles import cycle_list_with_calls, cycle_read, records_summary
+from scheduler_core.record import CycleRecords
 
 log = logging.getLogger(__name__)
 
@@ -243,7 +244,7 @@ def cycle_link(cycle_id: int | None, pod_uid: str) -> str:
     return f"{base}/?pod_uid={pod_uid}"
 
 
-def explained_bind(*, cycle: SchedulingCycle, records: dict[str, Any]) -> None:
+def explained_bind(*, cycle: SchedulingCycle, records: CycleRecords) -> None:
     """Queue the Explained Event of a recorded bind (no-op when ``SCHEDLENS_POD_EVENTS`` is off); one that cannot be
     written is counted as dropped, with its reason."""
     if not settings.SCHEDLENS_POD_EVENTS:
@@ -278,9 +279,8 @@ def explained_placement(*, cycle_id: int) -> None:
     if emitter().unavailable:
         emitter().drop("unconfigured", UNCONFIGURED)
         return
-    cycle = cycles_with_calls().filter(pk=cycle_id).first()
+    cycle = cycle_list_with_calls().filter(pk=cycle_id).first()
     if cycle is None:
         emitter().drop("no_cycle", f"cycle {cycle_id} is gone: its Explained Event is not written")
         return
-    records = {call.verb: call.record for call in cycle.calls.all() if call.http_status == 200}
-    explained_bind(cycle=cycle, records=records)
+    explained_bind(cycle=cycle, records=cycle_read(cycle=cycle).records)

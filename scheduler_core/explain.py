@@ -1,17 +1,14 @@
 """Why a pod went where it went: one cycle's record as a structured explanation and a plain-language summary.
 
-Works on the plain dicts the ingester stores (``FilterRecord`` / ``PrioritizeRecord`` as
-``msgspec.to_builtins`` wrote them; extra keys are ignored), so the audit API and the dashboard explain a
-cycle the same way without a database. A record that cannot be read (a refused call's) counts as absent.
+Works on the records as ``scheduler_core.record`` types (``dashboard.selectors.cycles`` decodes them once), so the
+audit API and the dashboard explain a cycle the same way without a database. A record that cannot be read (a
+refused call's) is passed as None: absent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Set
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
-
-import msgspec
 
 from scheduler_core.answer import answer_arithmetic, answer_rule, preference_tied, spread_bounds
 from scheduler_core.figures import (
@@ -131,18 +128,6 @@ class Explanation:
     """Whether the traffic used was stale (``scheduler_core.traffic_terms.staleness``); None: not known."""
     metric_staleness: str = ""
     """That verdict with the age and limit it follows from; empty without a measurement."""
-
-
-_Record = TypeVar("_Record", FilterRecord, PrioritizeRecord)
-
-
-def _decode(record: Mapping[str, Any] | None, kind: type[_Record]) -> _Record | None:
-    if not record:
-        return None
-    try:
-        return msgspec.convert(dict(record), kind)
-    except msgspec.ValidationError:
-        return None
 
 
 def contribution(normalized: float, weight: int, applicable_weight: int) -> float:
@@ -348,8 +333,8 @@ class _Nodes:
 
 def explain(
     *,
-    filter_record: Mapping[str, Any] | None,
-    prioritize_record: Mapping[str, Any] | None,
+    filter_record: FilterRecord | None,
+    prioritize_record: PrioritizeRecord | None,
     chosen_node: str = "",
     error: str = "",
     traffic_window_minutes: int | None = None,
@@ -358,12 +343,11 @@ def explain(
     """Explain one cycle from its filter and prioritize records (either may be missing).
 
     ``chosen_node`` is the bind's node. ``traffic_terms`` (the profile's window and staleness limit, which the record
-    does not carry: ``dashboard.selectors.cycle_traffic_terms``) word the summary ("1.0 MB in 5 min") and judge the
-    traffic's age; without them, ``traffic_window_minutes`` words the summary and staleness is not judged.
+    does not carry: ``dashboard.selectors.cycles.cycle_traffic_terms``) word the summary ("1.0 MB in 5 min") and
+    judge the traffic's age; without them, ``traffic_window_minutes`` words the summary and staleness is not judged.
     """
     terms = traffic_terms if traffic_terms is not None else TrafficTerms(window_minutes=traffic_window_minutes)
-    filtered = _decode(filter_record, FilterRecord)
-    prioritize = _decode(prioritize_record, PrioritizeRecord)
+    filtered, prioritize = filter_record, prioritize_record
     cycle = _Cycle(filtered, prioritize)
     nodes = cycle.explained()
     preferred, leader, bounds = cycle.preferred, cycle.leader, cycle.bounds
@@ -412,8 +396,8 @@ def explain(
 
 def explain_summary(
     *,
-    filter_record: Mapping[str, Any] | None,
-    prioritize_record: Mapping[str, Any] | None,
+    filter_record: FilterRecord | None,
+    prioritize_record: PrioritizeRecord | None,
     chosen_node: str = "",
     error: str = "",
     traffic_window_minutes: int | None = None,
@@ -421,7 +405,7 @@ def explain_summary(
     """``explain(...).summary``, the same text, explaining only the nodes the sentence names (the winner, the
     runner-up or our preferred node, the measured leader, the first excluded nodes) instead of every candidate:
     for the ``Explained`` Event, which shows nothing else."""
-    cycle = _Cycle(_decode(filter_record, FilterRecord), _decode(prioritize_record, PrioritizeRecord))
+    cycle = _Cycle(filter_record, prioritize_record)
     return _summary(cycle, _Nodes(cycle), chosen_node, error, traffic_window_minutes).text
 
 

@@ -14,9 +14,11 @@ Plain data in, plain data out: :func:`pair_attempts` lines up a pod's recorded f
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Final, Literal
+from typing import Final, Literal
+
+from scheduler_core.record import FilterRecord
 
 __all__ = [
     "CycleAttempt",
@@ -105,12 +107,12 @@ def parse_failed_scheduling(message: str) -> KubeReasons:
 
 @dataclass(frozen=True, slots=True)
 class CycleAttempt:
-    """A recorded cycle of the pod: its filter call's record (a dict as stored), or None when it has none."""
+    """A recorded cycle of the pod: its filter call's record, or None when it has none."""
 
     at: float
     cycle_id: int | None
     profile: str
-    filter_record: Mapping[str, Any] | None
+    filter_record: FilterRecord | None
     candidates: int = 0
     error: str = ""
 
@@ -221,11 +223,10 @@ def _limit(reason: str) -> str:
     return match.group(1).strip() if match else ""
 
 
-def _ours(record: Mapping[str, Any]) -> tuple[list[ReasonGroup], list[NearMiss], set[str]]:
+def _ours(record: FilterRecord) -> tuple[list[ReasonGroup], list[NearMiss], set[str]]:
     """Our filter's refusals grouped by (plugin, reason), the nodes failing one check only, and the per-node strings
     kube-scheduler received (to recognise them in its message)."""
-    failures: Mapping[str, Mapping[str, str]] = record.get("failures") or {}
-    details: Mapping[str, Mapping[str, str]] = record.get("details") or {}
+    failures, details = record.failures, record.details
     by_check: dict[tuple[str, str], list[str]] = {}
     closest: list[NearMiss] = []
     sent: set[str] = set()
@@ -276,8 +277,8 @@ def _attempt(cycle: CycleAttempt | None, event: FailedEvent | None) -> Attempt:
     if record is not None:
         groups, closest, sent = _ours(record)
         plugins = {group.plugin for group in groups}
-        passed = len(record.get("passed") or ())
-        candidates = len(record.get("nodes") or ()) or (cycle.candidates if cycle is not None else None)
+        passed = len(record.passed)
+        candidates = len(record.nodes) or (cycle.candidates if cycle is not None else None)
     parsed = parse_failed_scheduling(event.message) if event is not None else KubeReasons(text="")
     groups += _theirs(parsed, sent, plugins)
     groups.sort(key=lambda g: (-g.nodes, g.source != SCHEDLENS, g.plugin, g.reason))

@@ -154,3 +154,65 @@ class BindIntent(msgspec.Struct, omit_defaults=True, gc=False):
     """The node kube-scheduler asked to bind to."""
     server: str = ""
     """The process that made the call (host:pid)."""
+
+
+class CallRecord(msgspec.Struct, omit_defaults=True, gc=False):
+    """One stored call's record as read back (``dashboard.storage``'s codecs decode it once; readers take this, never
+    the stored JSON): the verb's record, typed, with what the call says besides.
+
+    At most one of the verb fields is set (none for a refused call). The API and the exports serve it as the JSON
+    the ingester was given: the verb's record with ``error_path`` and ``node_mode`` beside its fields.
+    """
+
+    filter: FilterRecord | None = None
+    prioritize: PrioritizeRecord | None = None
+    bind: BindRecord | None = None
+    preempt: PreemptRecord | None = None
+    node_mode: NodeMode = ""
+    error_path: str = ""
+    unreadable: str = ""
+    """Why the stored record cannot be read (a damaged body); empty when it can. Then no verb field is set."""
+    untyped: msgspec.Raw | None = None
+    """A record stored as JSON that does not read as its verb's type (written by an older version): its JSON as
+    stored, served as it is and explained as no record. ``untyped_reason`` says why."""
+    untyped_reason: str = ""
+
+    @classmethod
+    def of_event(cls, event: VerbEvent) -> CallRecord:
+        """The record of ``event``, as it reads back once stored."""
+        return cls(
+            filter=event.filter,
+            prioritize=event.prioritize,
+            bind=event.bind,
+            preempt=event.preempt,
+            node_mode=event.node_mode,
+            error_path=event.error_path,
+        )
+
+
+class CycleRecords(msgspec.Struct, omit_defaults=True, gc=False):
+    """What a cycle's explanation and replay read: the record of its newest answered (HTTP 200) call of each verb,
+    with a prioritize's reference to its filter call already resolved (``dashboard.selectors.cycles``)."""
+
+    filter: FilterRecord | None = None
+    prioritize: PrioritizeRecord | None = None
+    bind: BindRecord | None = None
+    unreadable: bool = False
+    """The newest answered filter or prioritize call's stored record cannot be read (then it is None here)."""
+    untyped: str = ""
+    """Why the newest answered filter or prioritize call's record does not read as the engine's (then it is None
+    here: ``CallRecord.untyped``); empty when both do."""
+
+    @classmethod
+    def of_calls(
+        cls, filtered: CallRecord | None, scored: CallRecord | None, bound: CallRecord | None = None
+    ) -> CycleRecords:
+        """From the records of a cycle's newest answered filter, prioritize and bind calls (None: no such call)."""
+        read = [r for r in (filtered, scored) if r is not None]
+        return cls(
+            filter=filtered.filter if filtered is not None else None,
+            prioritize=scored.prioritize if scored is not None else None,
+            bind=bound.bind if bound is not None else None,
+            unreadable=any(r.unreadable for r in read),
+            untyped=next((r.untyped_reason for r in read if r.untyped is not None), ""),
+        )

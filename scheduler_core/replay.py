@@ -24,8 +24,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
 from scheduler_core.answer import DEFAULT_ANSWER_SCALE, answer_rule, answers, preference_tied, spread_bounds
 from scheduler_core.engine import round4
 from scheduler_core.plugins.base import NEUTRAL_SCORE
@@ -75,16 +73,12 @@ class RecordedInputs:
     @classmethod
     def from_records(
         cls,
-        filter_record: Mapping[str, Any] | None,
-        prioritize_record: Mapping[str, Any] | None,
+        filter_record: FilterRecord | None,
+        prioritize_record: PrioritizeRecord | None,
         recorded_filters: Sequence[str] = (),
     ) -> RecordedInputs:
-        """Build from the JSON stored per verb call (extra keys such as ``node_mode`` are ignored)."""
-        return cls(
-            filter=msgspec.convert(filter_record, FilterRecord) if filter_record else None,
-            prioritize=msgspec.convert(prioritize_record, PrioritizeRecord) if prioritize_record else None,
-            recorded_filters=tuple(recorded_filters),
-        )
+        """Build from a cycle's records (``scheduler_core.record.CycleRecords``'s)."""
+        return cls(filter=filter_record, prioritize=prioritize_record, recorded_filters=tuple(recorded_filters))
 
     @property
     def candidates(self) -> list[str]:

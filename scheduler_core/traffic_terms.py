@@ -3,9 +3,9 @@
 A cycle's record carries the traffic it measured (raw bytes per node over the query window), the snapshot's age, and
 the reason ``metrics stale`` when the extender refused the snapshot as too old
 (``scheduler_core.plugins.traffic.read_traffic``). It carries neither the window (``timeRangeInMinutes``) nor the limit
-(``maxStalenessSeconds``): those are the profile's, found in one place (``dashboard.selectors.cycle_traffic_terms``),
-which says where they came from or why they are not known. Every screen judges staleness with :func:`staleness`, by
-way of :func:`scheduler_core.explain.explain`.
+(``maxStalenessSeconds``): those are the profile's, found in one place
+(``dashboard.selectors.cycles.cycle_traffic_terms``), which says where they came from or why they are not known.
+Every screen judges staleness with :func:`staleness`, by way of :func:`scheduler_core.explain.explain`.
 """
 
 from __future__ import annotations

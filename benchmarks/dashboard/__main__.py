@@ -55,7 +55,7 @@ def main() -> None:
     from django.db import connection
 
     from dashboard.models import SchedulingCycle
-    from dashboard.ui.selectors import Cursor
+    from dashboard.selectors.cycles import Cursor
 
     load_seconds = None
     try:

@@ -126,15 +126,17 @@ def template_tallies() -> Iterator[tuple[Any, list[str], dict[str, Any]]]:
     """Each recorded cycle, the nodes its filter record (else its prioritize record) names, and what it adds to the
     node counts, from its calls as every reader gets them and its outcome."""
     from dashboard.models import SchedulingCycle
+    from dashboard.selectors.cycles import cycle_read
     from dashboard.services.node_tallies import NodeCounts, tally_call, tally_cycles
 
     for cycle in SchedulingCycle.objects.prefetch_related("calls"):
         calls = list(cycle.calls.all())
-        records = {call.verb: call.record for call in calls}
-        nodes = (records.get("filter") or records.get("prioritize") or {}).get("nodes", [])
+        records = cycle_read(cycle=cycle, calls=calls).records
+        recorded = records.filter or records.prioritize
+        nodes = recorded.nodes if recorded is not None else []
         counts: dict[str, NodeCounts] = {}
         for call in calls:
-            tally_call(counts, {**vars(call), "record": call.record})
+            tally_call(counts, vars(call))
         tally_cycles(counts, [(cycle.preferred_node, cycle.outcome, cycle.chosen_node)])
         yield cycle, nodes, counts
 

@@ -123,7 +123,7 @@ def measure_pages(repeat: int, budget: float) -> list[tuple[str, list[float], in
     from django.db.models import Max, Min
 
     from dashboard.models import SchedulingCycle
-    from dashboard.ui.selectors import Cursor
+    from dashboard.selectors.cycles import Cursor
 
     client = bench_client()
     rng = random.Random(5)

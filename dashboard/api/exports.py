@@ -22,6 +22,8 @@ import msgspec
 from django.db.models import Prefetch, QuerySet
 
 from dashboard.models import SchedulingCycle, VerbCall
+from dashboard.selectors.cycles import CallRead, CycleRead, cycle_read
+from dashboard.storage.call_record import record_builtins
 from scheduler_core.explain import Explanation, NodeExplanation, ScoreTerm
 from scheduler_core.figures import ImageFigures, ResourceFigures, TrafficFigures
 from scheduler_core.plugins.image_locality import ImageLocality
@@ -153,15 +155,11 @@ def cycles_ndjson(
     if with_calls or explain is not None:
         rows: Iterator[dict[str, Any]] = (
             {
-                **{f: getattr(cycle, f) for f in FIELDS},
-                **(
-                    {"calls": [{f: getattr(c, f) for f in CALL_FIELDS} for c in cycle.calls.all()]}
-                    if with_calls
-                    else {}
-                ),
-                **({"explanation": msgspec.to_builtins(explain(cycle))} if explain is not None else {}),
+                **{f: getattr(read.cycle, f) for f in FIELDS},
+                **({"calls": [_call_row(c) for c in read.calls]} if with_calls else {}),
+                **({"explanation": msgspec.to_builtins(explain(read))} if explain is not None else {}),
             }
-            for cycle in _with_calls(queryset, chunk_size)
+            for read in map(_read, _with_calls(queryset, chunk_size))
         )
     else:
         rows = (dict(zip(FIELDS, row, strict=True)) for row in queryset.values_list(*FIELDS).iterator(chunk_size))
@@ -175,8 +173,17 @@ def cycles_ndjson(
         yield bytes(lines)
 
 
-Explainer = Callable[[SchedulingCycle], Explanation]
-"""A cycle (with its calls prefetched) → its explanation: ``dashboard.selectors.cycle_explanation``."""
+Explainer = Callable[[CycleRead], Explanation]
+"""A cycle decoded → its explanation: ``dashboard.selectors.cycles.cycle_explanation``."""
+
+
+def _read(cycle: SchedulingCycle) -> CycleRead:
+    return cycle_read(cycle=cycle)
+
+
+def _call_row(read: CallRead) -> dict[str, Any]:
+    decoded = {"record": record_builtins(read.recorded), "response": read.answer}
+    return {f: decoded[f] if f in decoded else getattr(read.call, f) for f in CALL_FIELDS}
 
 
 def _with_calls(queryset: QuerySet[SchedulingCycle], chunk_size: int) -> Iterator[SchedulingCycle]:
@@ -228,7 +235,7 @@ def cycles_explained_csv(
     width = len(EXPLAINED_CSV_FIELDS) - len(FIELDS) - len(EXPLANATION_FIELDS)
     lines: list[str] = []
     for cycle in _with_calls(queryset, chunk_size):
-        explanation = explain(cycle)
+        explanation = explain(_read(cycle))
         head = [_csv_cell(getattr(cycle, f)) for f in FIELDS]
         head += [_cell(getattr(explanation, key)) for key in EXPLANATION_FIELDS]
         rows = [head + _node_cells(node) for node in explanation.nodes] or [head + [""] * width]

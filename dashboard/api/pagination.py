@@ -25,7 +25,7 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
 from dashboard.models import SchedulingCycle
-from dashboard.selectors import newest_first_page
+from dashboard.selectors.cycles import newest_first_page
 
 ORDERINGS = ("-started_at", "started_at")
 

@@ -12,9 +12,10 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from dashboard.api.exports import CALL_FIELDS
-from dashboard.api.selectors import node_reasons
 from dashboard.models import NodeTally, SchedulingCycle, VerbCall
-from dashboard.selectors import cycle_explanation
+from dashboard.selectors.cycles import CallRead, CycleRead, cycle_explanation, cycle_read
+from dashboard.selectors.nodes import node_reasons
+from dashboard.storage.call_record import record_builtins
 from dashboard.traffic.models import TrafficRefresh
 
 # --- explanation (mirrors scheduler_core.explain) ---------------------------------------------------
@@ -219,7 +220,7 @@ class CycleSerializer(serializers.HyperlinkedModelSerializer[SchedulingCycle]):
         read_only_fields = fields
 
 
-class VerbCallSerializer(serializers.ModelSerializer[VerbCall]):
+class VerbCallSerializer(serializers.ModelSerializer[Any]):  # serializes a CallRead: the model, decoded
     record = serializers.JSONField(
         help_text="The plugins' verdicts and scores, one list per quantity aligned with nodes."
     )
@@ -230,18 +231,43 @@ class VerbCallSerializer(serializers.ModelSerializer[VerbCall]):
         fields = list(CALL_FIELDS)  # the same columns the NDJSON export writes for each call
         read_only_fields = fields
 
+    def to_representation(self, instance: CallRead) -> dict[str, Any]:
+        """A call decoded by ``dashboard.selectors.cycles.call_reads``: its columns, its record and its answer."""
+        decoded = {"record": record_builtins(instance.recorded), "response": instance.answer}
+        shown: dict[str, Any] = {}
+        for field in self._readable_fields:
+            name = str(field.field_name)  # bound to the serializer: always named
+            shown[name] = decoded[name] if name in decoded else _column(field, instance.call)
+        return shown
+
+
+def _column(field: serializers.Field[Any, Any, Any, Any], call: VerbCall) -> Any:
+    value = field.get_attribute(call)
+    return None if value is None else field.to_representation(value)
+
 
 class CycleDetailSerializer(CycleSerializer):
-    calls = VerbCallSerializer(many=True, read_only=True)
+    calls = serializers.SerializerMethodField()
     explanation = serializers.SerializerMethodField()
 
     class Meta(CycleSerializer.Meta):
         fields = [*CycleSerializer.Meta.fields, "calls", "explanation"]
         read_only_fields = fields
 
+    def _read(self, cycle: SchedulingCycle) -> CycleRead:
+        """The cycle's calls decoded once, for both fields."""
+        read: CycleRead | None = getattr(self, "_cycle_read", None)
+        if read is None or read.cycle is not cycle:
+            read = self._cycle_read = cycle_read(cycle=cycle)
+        return read
+
+    @extend_schema_field(VerbCallSerializer(many=True))
+    def get_calls(self, cycle: SchedulingCycle) -> list[dict[str, Any]]:
+        return [VerbCallSerializer().to_representation(call) for call in self._read(cycle).calls]
+
     @extend_schema_field(ExplanationSerializer)
     def get_explanation(self, cycle: SchedulingCycle) -> dict[str, Any]:
-        return dict(ExplanationSerializer(cycle_explanation(cycle=cycle)).data)
+        return dict(ExplanationSerializer(cycle_explanation(cycle=cycle, read=self._read(cycle))).data)
 
 
 class WhySerializer(serializers.Serializer[Any]):
@@ -288,7 +314,7 @@ class NodeSerializer(serializers.ModelSerializer[NodeTally]):
     def get_reasons(self, tally: NodeTally) -> list[dict[str, Any]]:
         reasons = self.context.get("reasons")
         if reasons is None or tally.node not in reasons:
-            reasons = node_reasons([tally.node])
+            reasons = node_reasons(nodes=[tally.node])
         return reasons[tally.node]
 
     def get_cycles(self, tally: NodeTally) -> str:

@@ -27,7 +27,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet, ReadOnlyModelViewSet, ViewSet
 
-from dashboard.api import exports, selectors
+from dashboard.api import exports
 from dashboard.api.exceptions import ErrorSerializer
 from dashboard.api.pagination import CycleCursorPagination, NodePagination
 from dashboard.api.serializers import (
@@ -47,8 +47,18 @@ from dashboard.api.throttling import ScopedThrottle
 from dashboard.audit.chain import audit_chain_verify
 from dashboard.filters import CycleFilterSet, NodeFilterSet, TrafficRefreshFilterSet
 from dashboard.models import NodeTally, SchedulingCycle, VerbCall
-from dashboard.selectors import cycle_explanation, cycle_list, cycles_with_calls
+from dashboard.selectors.cycles import (
+    CycleRead,
+    cycle_explanation,
+    cycle_export_queryset,
+    cycle_latest_for_pod,
+    cycle_list,
+    cycle_list_with_calls,
+)
+from dashboard.selectors.nodes import node_list, node_reasons
+from dashboard.selectors.profiles import ProfilesUnavailableError, profile_list
 from dashboard.traffic.models import TrafficRefresh
+from dashboard.traffic.selectors import traffic_refresh_list, traffic_snapshot_list
 
 ERRORS = {
     400: OpenApiResponse(ErrorSerializer, description="A query parameter was refused (named in `field`)."),
@@ -79,7 +89,7 @@ class CycleViewSet(ReadOnlyModelViewSet[SchedulingCycle]):
     pagination_class = CycleCursorPagination
 
     def get_queryset(self) -> QuerySet[SchedulingCycle]:
-        return cycles_with_calls() if self.action == "retrieve" else cycle_list()
+        return cycle_list_with_calls() if self.action == "retrieve" else cycle_list()
 
     def get_serializer_class(self) -> type[CycleSerializer]:
         return CycleDetailSerializer if self.action == "retrieve" else CycleSerializer
@@ -109,7 +119,7 @@ class _CycleExport(GenericViewSet[SchedulingCycle]):
     extension: ClassVar[str]  # not ``suffix``: ViewSetMixin.as_view() sets that to None (a view name's suffix)
 
     def get_queryset(self) -> QuerySet[SchedulingCycle]:
-        return selectors.cycle_export_queryset()
+        return cycle_export_queryset()
 
     def _stream(self, queryset: QuerySet[SchedulingCycle]) -> Any:
         raise NotImplementedError
@@ -131,8 +141,8 @@ def _included(request: Request, allowed: tuple[str, ...]) -> set[str]:
     return wanted
 
 
-def _explained(cycle: SchedulingCycle) -> Any:
-    return cycle_explanation(cycle=cycle)
+def _explained(read: CycleRead) -> Any:
+    return cycle_explanation(cycle=read.cycle, read=read)
 
 
 class CycleCsvExport(_CycleExport):
@@ -207,7 +217,7 @@ class WhyView(APIView):
     def get(self, request: Request) -> Response:
         query = WhyQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        cycle = selectors.cycle_latest_for_pod(**query.validated_data)
+        cycle = cycle_latest_for_pod(**query.validated_data)
         if cycle is None:
             raise NotFound("no recorded cycle for this pod")
         explanation = cycle_explanation(cycle=cycle)
@@ -245,13 +255,13 @@ class NodeViewSet(ReadOnlyModelViewSet[NodeTally]):
     _reasons: dict[str, list[dict[str, Any]]] | None = None
 
     def get_queryset(self) -> QuerySet[NodeTally]:
-        return selectors.node_list()
+        return node_list()
 
     # Pages nodes only (their reasons are fetched per page); DRF's declares any rows.
     def paginate_queryset(self, queryset: QuerySet[NodeTally]) -> list[NodeTally] | None:  # type: ignore[override]
         page = super().paginate_queryset(queryset)
         if page is not None:  # the page's reasons in one query, not one per node
-            self._reasons = selectors.node_reasons([tally.node for tally in page])
+            self._reasons = node_reasons(nodes=[tally.node for tally in page])
         return page
 
     def get_serializer_context(self) -> dict[str, Any]:
@@ -270,7 +280,7 @@ class TrafficRefreshViewSet(ReadOnlyModelViewSet[TrafficRefresh]):
     pagination_class = CycleCursorPagination  # keyset on (started_at, id), like cycles
 
     def get_queryset(self) -> QuerySet[TrafficRefresh]:
-        return selectors.traffic_refresh_list()
+        return traffic_refresh_list()
 
 
 @extend_schema_view(
@@ -286,7 +296,7 @@ class TrafficSnapshotViewSet(ReadOnlyModelViewSet[TrafficRefresh]):
     pagination_class = CycleCursorPagination
 
     def get_queryset(self) -> QuerySet[TrafficRefresh]:
-        return selectors.traffic_snapshot_list()
+        return traffic_snapshot_list()
 
 
 class ProfileViewSet(ViewSet):
@@ -298,8 +308,8 @@ class ProfileViewSet(ViewSet):
 
     def _profiles(self) -> list[dict[str, Any]]:
         try:
-            return selectors.profile_list()
-        except selectors.ProfilesUnavailableError as exc:
+            return profile_list()
+        except ProfilesUnavailableError as exc:
             raise ProfilesUnavailable(f"the profiles configuration cannot be read: {exc}") from None
 
     @extend_schema(

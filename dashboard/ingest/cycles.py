@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-import msgspec
 from django.conf import settings
 from django.db import connection, transaction
 
@@ -29,7 +28,7 @@ from dashboard import pod_events
 from dashboard.audit.chain import ChainAppender, audit_chain_open, call_content
 from dashboard.ingest.batch_tallies import BatchTallies
 from dashboard.ingest.cycle_summary import SUMMARY_FIELDS, candidates, summarize
-from dashboard.ingest.new_calls import EXPLAINED_VERBS, NewCall, Summary, build_call, record_of, when
+from dashboard.ingest.new_calls import EXPLAINED_VERBS, NewCall, Summary, build_call, when
 from dashboard.ingest.observed_binds import claim_explanation, keep_observed, observed_binds
 from dashboard.ingest.record_writes import (
     call_row,
@@ -40,10 +39,12 @@ from dashboard.ingest.record_writes import (
     shared_parts_upsert,
     update_cycles,
 )
-from dashboard.models import Outcome, SchedulingCycle, VerbCall
+from dashboard.models import Outcome, SchedulingCycle, VerbCall, shared_part_data
+from dashboard.selectors.cycles import call_filter_get, call_reads
 from dashboard.services.node_tallies import placed_node
 from dashboard.storage.call_body import FilterReference, body_read, filter_reference
-from scheduler_core.record import BIND, FILTER, PREEMPT, PRIORITIZE, FilterRecord, VerbEvent
+from dashboard.storage.call_record import call_read
+from scheduler_core.record import BIND, FILTER, PREEMPT, PRIORITIZE, CallRecord, CycleRecords, FilterRecord, VerbEvent
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,8 @@ class _Call:
     summary: Summary
     new: NewCall | None = None
     stored: VerbCall | None = None
+    recorded: CallRecord | None = None
+    """A stored call's record, decoded once with its cycle's other stored calls."""
 
     @property
     def pk(self) -> int | None:
@@ -145,10 +148,11 @@ class _Batch:
     def calls_of(self, cycle: SchedulingCycle) -> list[_Call]:
         calls = self.calls.get(id(cycle))
         if calls is None:  # a stored cycle: its stored calls, once
-            stored = self._read_calls(cycle.id)
-            for call in stored:
-                call.__dict__["siblings"] = stored
-            calls = self.calls[id(cycle)] = [_Call(Summary.of_call(c), stored=c) for c in stored]
+            reads = call_reads(calls=self._read_calls(cycle.id))
+            calls = self.calls[id(cycle)] = [
+                _Call(Summary.of_call(read.call, read.recorded), stored=read.call, recorded=read.recorded)
+                for read in reads
+            ]
             self.candidates_before[id(cycle)] = list(candidates([c.summary for c in calls]))
         return calls
 
@@ -180,11 +184,11 @@ def _cycle_filter(calls: Sequence[_Call]) -> _Call | None:
     return None
 
 
-def _stored_filter_reference(call: VerbCall) -> FilterReference | None:
+def _stored_filter_reference(call: VerbCall, record: CallRecord | None) -> FilterReference | None:
     """A stored filter call's reference, for a prioritize that joins its cycle in a later batch."""
-    if call.http_status != 200 or call.body is None:
+    if call.http_status != 200 or call.body is None or record is None or record.filter is None:
         return None
-    return _filter_reference_of_record(call.event_id, call.record)
+    return filter_reference(call.event_id, record.filter)
 
 
 def _new_filter_reference(call: NewCall) -> FilterReference | None:
@@ -194,16 +198,7 @@ def _new_filter_reference(call: NewCall) -> FilterReference | None:
     shared = call.shared_part
     shared_parts = {shared.digest: shared.data} if shared is not None else {}
     record = body_read(call.body, filter_records=lambda _event_id: None, shared_parts=shared_parts.get)[0]
-    return _filter_reference_of_record(call.event_id, record)
-
-
-def _filter_reference_of_record(event_id: str, record: dict[str, Any]) -> FilterReference | None:
-    if "nodes" not in record or "passed" not in record:
-        return None
-    filter_record = msgspec.convert(
-        {k: record[k] for k in ("nodes", "passed", "failures", "traffic_bytes") if k in record}, FilterRecord
-    )
-    return filter_reference(event_id, filter_record)
+    return filter_reference(call.event_id, record.filter) if record.filter is not None else None
 
 
 def _referring_right(cycle_calls: Sequence[_Call], call: NewCall) -> NewCall:
@@ -217,7 +212,7 @@ def _referring_right(cycle_calls: Sequence[_Call], call: NewCall) -> NewCall:
         reference = _new_filter_reference(found.new)
     else:
         assert found.stored is not None
-        reference = _stored_filter_reference(found.stored)
+        reference = _stored_filter_reference(found.stored, found.recorded)
     if reference is None:
         return call if not call.refers_to else call.referring_to(None)
     return call.referring_to(reference)
@@ -440,30 +435,50 @@ def _explain_binds(batch: _Batch, cycles: Sequence[SchedulingCycle]) -> None:
         return
     for cycle in cycles:
         try:
-            calls = batch.calls_of(cycle)
-            siblings = [
-                c.stored
-                if c.stored is not None
-                else VerbCall(
-                    event_id=c.new.event_id if c.new is not None else "",
-                    verb=c.summary.verb,
-                    http_status=c.new.http_status if c.new is not None else 0,
-                    record_json=c.new.record_json if c.new is not None else None,
-                    response_json=c.new.response_json if c.new is not None else None,
-                    body=c.new.body if c.new is not None else None,
-                )
-                for c in calls
-            ]
-            records: dict[str, Any] = {}
-            for c, sibling in zip(calls, siblings, strict=True):
-                sibling.__dict__["siblings"] = siblings
-                if sibling.verb in EXPLAINED_VERBS and sibling.http_status == 200:
-                    # The event a new call was built from in this process is its record, without decoding the body.
-                    event = c.new.event if c.new is not None else None
-                    records[sibling.verb] = record_of(event) if event is not None else sibling.record
-            if (records.get(BIND) or {}).get("simulated"):
+            records = _explained_records(batch.calls_of(cycle))
+            if records.bind is not None and records.bind.simulated:
                 continue  # no pod was bound in a cluster (demo mode): nothing to write an Event on
             pod_events.explained_bind(cycle=cycle, records=records)
         except Exception as exc:  # the record is written; an Event is a courtesy and never fails the ingest
             log.warning("could not queue the Explained Event of cycle %s", cycle.pk, exc_info=True)
             events.drop("error", f"preparing an Explained Event failed: {type(exc).__name__}: {exc}")
+
+
+def _explained_records(calls: Sequence[_Call]) -> CycleRecords:
+    """The records a cycle's Explained Event reads: stored calls' as decoded with their cycle; a new call's is the
+    event it was built from in this process (no body decoded), else its body, decoded here."""
+    decoded: dict[int, CallRecord] = {}
+
+    def record(index: int) -> CallRecord:
+        if index not in decoded:
+            c = calls[index]
+            event = c.new.event if c.new is not None else None
+            if c.recorded is not None:
+                decoded[index] = c.recorded
+            elif event is not None:
+                decoded[index] = CallRecord.of_event(event)
+            else:
+                new = c.new
+                assert new is not None
+                decoded[index] = call_read(
+                    new.verb,
+                    new.body,
+                    new.record_json,
+                    None,
+                    filter_records=filter_records,
+                    shared_parts=shared_part_data,
+                )[0]
+        return decoded[index]
+
+    def filter_records(event_id: str) -> FilterRecord | None:
+        for index, c in enumerate(calls):
+            if c.event_id == event_id:
+                return record(index).filter
+        return call_filter_get(event_id=event_id)  # a filter call of another cycle: read from the database
+
+    newest: dict[str, CallRecord] = {}
+    for index, c in enumerate(calls):
+        status = c.new.http_status if c.new is not None else c.stored.http_status if c.stored is not None else 0
+        if c.summary.verb in EXPLAINED_VERBS and status == 200:
+            newest[c.summary.verb] = record(index)
+    return CycleRecords.of_calls(newest.get(FILTER), newest.get(PRIORITIZE), newest.get(BIND))

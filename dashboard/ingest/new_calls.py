@@ -33,11 +33,12 @@ from dashboard.storage.call_body import (
     body_encode_with_references,
     filter_reference,
 )
+from dashboard.storage.call_record import record_builtins
 from dashboard.storage.packed_json import pack
 from dashboard.storage.shared_parts import SharedPartBytes
 from scheduler_core.answer import preference_tied
 from scheduler_core.lru import LRU
-from scheduler_core.record import BIND, FILTER, PRIORITIZE, VerbEvent
+from scheduler_core.record import BIND, FILTER, PRIORITIZE, CallRecord, VerbEvent
 from scheduler_core.spool_codec import answer_of, decode_event
 
 
@@ -46,13 +47,8 @@ def when(seconds: float) -> datetime:
 
 
 def record_of(event: VerbEvent) -> dict[str, Any]:
-    verb_record = event.filter or event.prioritize or event.bind or event.preempt
-    record: dict[str, Any] = msgspec.to_builtins(verb_record) if verb_record is not None else {}
-    if event.error_path:
-        record["error_path"] = event.error_path
-    if event.node_mode:
-        record["node_mode"] = event.node_mode
-    return record
+    """The record of ``event`` as the JSON column stores it (a call without a body)."""
+    return record_builtins(CallRecord.of_event(event))
 
 
 NAME_LISTS_KEPT = 64
@@ -153,9 +149,8 @@ class Summary:
         return summary
 
     @classmethod
-    def of_call(cls, call: VerbCall) -> Summary:
+    def of_call(cls, call: VerbCall, record: CallRecord) -> Summary:
         """A stored call (a cycle this batch adds a call to): from its record, as before batching."""
-        record = call.record
         at = call.started_at
         summary = cls(
             call.verb,
@@ -164,23 +159,21 @@ class Summary:
             call.duration_ms,
             call.http_status,
             call.error,
-            record.get("node_mode", ""),
-            bool(record),
+            record.node_mode,
+            bool(record_builtins(record)),
         )
-        if call.verb == FILTER:
-            summary.nodes, summary.ages = record.get("nodes", []), (record.get("metric_age_seconds"),)
-            summary._passed(record.get("passed", []))
-        elif call.verb == PRIORITIZE:
-            summary.nodes = record.get("nodes", [])
-            if summary.nodes:
-                scores = record["final"]
-                best = scores.index(max(scores))
-                summary.preferred = summary.nodes[best]
-                summary.answer_tie = preference_tied(scores, record.get("extender") or [])
-            plugins = record.get("plugins", [])
-            summary.ages = (record.get("metric_age_seconds"), *(p.get("metric_age_seconds") for p in plugins))
-        elif call.verb == BIND:
-            summary.bind_node = record.get("node", "")
+        if (filtered := record.filter) is not None:
+            summary.nodes, summary.ages = filtered.nodes, (filtered.metric_age_seconds,)
+            summary._passed(filtered.passed)
+        elif (scored := record.prioritize) is not None:
+            summary.nodes = scored.nodes
+            if scored.nodes:
+                best = scored.final.index(max(scored.final))
+                summary.preferred = scored.nodes[best]
+                summary.answer_tie = preference_tied(scored.final, scored.extender)
+            summary.ages = (None, *(p.metric_age_seconds for p in scored.plugins))
+        elif record.bind is not None:
+            summary.bind_node = record.bind.node
         return summary
 
     def _passed(self, passed: Sequence[str]) -> None:

@@ -22,6 +22,7 @@ from django.db import migrations, models
 from django.db.models import Count
 
 from dashboard.storage.call_body import body_read
+from dashboard.storage.call_record import record_builtins
 
 CHUNK = 2000
 REASON_PLUGIN_LIMIT = 128
@@ -51,7 +52,8 @@ def count_reasons(reasons: Reasons, verdicts: Mapping[str, str]) -> None:
 def filter_record(values: Mapping[str, Any], shared_parts: Any) -> dict[str, Any]:
     """An answered filter call's record: its binary body's, else its JSON column's."""
     if values["body"] is not None:  # a filter's body refers to no other call
-        return body_read(bytes(values["body"]), filter_records=lambda _event_id: None, shared_parts=shared_parts)[0]
+        record = body_read(bytes(values["body"]), filter_records=lambda _event_id: None, shared_parts=shared_parts)[0]
+        return record_builtins(record)  # the stored form's decoder and its dict, as the record was when 0007 ran
     return values["record_json"] or {}
 
 

@@ -19,7 +19,7 @@ import redis
 from django.conf import settings
 
 from dashboard.placements.pump import PlacementPump
-from dashboard.runtime import configured_profiles
+from dashboard.selectors.profiles import profile_configuration
 from dashboard.traffic.services import herd_record_bind
 from dashboard.traffic.view import herd_horizon
 from scheduler_core.placement_watch import BindRecorder, HerdSink, Observation, Sink, fan_out
@@ -56,7 +56,7 @@ class HerdFeed:
         if settings.SCHEDLENS_TRAFFIC_BACKEND != "redis":
             return None
         refresh = settings.SCHEDLENS_TRAFFIC_REFRESH_SECONDS
-        return cls(horizon_seconds=herd_horizon(configured_profiles(), refresh))
+        return cls(horizon_seconds=herd_horizon(profile_configuration().required(), refresh))
 
     def put(self, observation: Observation) -> None:
         """The watcher's sink: never blocks, never touches Redis."""

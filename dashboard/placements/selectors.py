@@ -8,17 +8,15 @@ A few queries per list however many pods wait: never one per pod, never the API 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, cast
 
-import msgspec
 from django.db.models import Min, QuerySet
 from django.utils import timezone
 
 from dashboard.models import SchedulingCycle, VerbCall
 from dashboard.placements.models import ObservationKind, PlacementObservation, WaitingPod
+from dashboard.selectors.cycles import call_reads
 from scheduler_core.pending import CycleAttempt, FailedEvent, PendingView, pair_attempts, pending_view
 from scheduler_core.record import FILTER
 
@@ -55,12 +53,6 @@ class PendingPod:
         return self.view.summary
 
 
-def _mapping(record: Any) -> Mapping[str, Any] | None:
-    if record is None or isinstance(record, Mapping):
-        return record
-    return cast(Mapping[str, Any], msgspec.to_builtins(record))  # a typed record: the same keys as stored
-
-
 def waiting_pods(namespace: str | None = None) -> QuerySet[WaitingPod]:
     rows = WaitingPod.objects.all()
     return rows.filter(pod_namespace=namespace) if namespace else rows
@@ -86,10 +78,8 @@ def _views(rows: list[WaitingPod], *, attempts_shown: int) -> list[PendingPod]:
     # Only the attempts shown (and the one before, to say what changed) need their filter record: the others
     # count, and pair, by their times alone.
     shown = [c.pk for row in rows for c in _own(cycles[row.pod_uid], row)[-(attempts_shown + 1) :]]
-    records = {
-        call.cycle_id: _mapping(call.record)
-        for call in VerbCall.objects.filter(cycle_id__in=shown, verb=FILTER, http_status=200).order_by("id")
-    }
+    filter_calls = list(VerbCall.objects.filter(cycle_id__in=shown, verb=FILTER, http_status=200).order_by("id"))
+    records = {read.call.cycle_id: read.recorded.filter for read in call_reads(calls=filter_calls)}
     pods = []
     for row in rows:
         own = [

@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from dashboard.replays.models import CandidateSource, HistoryReplay, ReplayStatus
 from dashboard.replays.selectors import ReplaySelection, replay_cycle_ids, replay_cycles, selection_from_input
-from dashboard.runtime import configured_profiles
+from dashboard.selectors.profiles import profile_configuration
 from dashboard.storage.replay_inputs import CycleReader
 from scheduler_core.history_replay.report import CandidateDescription, HistoryReplayReport
 from scheduler_core.history_replay.report_builder import ReportBuilder
@@ -106,12 +106,12 @@ def candidate_validate(*, candidate_profile: str = "", candidate_yaml: str = "")
         raise ReplayRequestInvalid(
             {"candidate_profile": ["name a configured profile, or give profile YAML in candidate_yaml"]}
         )
-    try:
-        configured: Mapping[str, Profile] = configured_profiles()
-    except (ProfileError, OSError) as exc:
+    configuration = profile_configuration()
+    if configuration.error is not None:
         raise ReplayRequestInvalid(
-            {"candidate_profile": [f"the profiles configuration cannot be read: {exc}"]}
-        ) from None
+            {"candidate_profile": [f"the profiles configuration cannot be read: {configuration.problem}"]}
+        )
+    configured: Mapping[str, Profile] = configuration.profiles
     if name not in configured:
         known = ", ".join(sorted(configured))
         raise ReplayRequestInvalid({"candidate_profile": [f"no configured profile {name!r} (configured: {known})"]})
@@ -292,7 +292,4 @@ def _run(replay: HistoryReplay, *, progress: Progress | None, chunk_size: int) -
 def _profile_descriptions() -> dict[str, dict[str, Any]]:
     """The configured profiles, described (the recorded scenario of a cycle takes its profile's filters and
     threshold as configured now, as the decision page's what-if does); empty when they cannot be read."""
-    try:
-        return {name: profile.describe() for name, profile in configured_profiles().items()}
-    except (ProfileError, OSError):
-        return {}
+    return profile_configuration().descriptions

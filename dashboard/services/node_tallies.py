@@ -38,7 +38,8 @@ from dashboard.models import (
     shared_part_data,
 )
 from dashboard.storage.call_body import body_read
-from scheduler_core.record import BIND, FILTER
+from dashboard.storage.call_record import record_from_json
+from scheduler_core.record import BIND, FILTER, CallRecord
 
 Reasons = dict[tuple[str, str], int]
 """(plugin, reason) → how many filter calls failed a node for it (a plain dict: a batch makes one per failed node)."""
@@ -83,13 +84,15 @@ def count_reasons(reasons: Reasons, verdicts: Mapping[str, str], times: int) -> 
         reasons[key] = reasons.get(key, 0) + times
 
 
-def _record_of_row(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The record of a row with canonical names (``record``) or the stored columns (``record_json``, ``body``)."""
+def _record_of_row(values: Mapping[str, Any]) -> CallRecord:
+    """The record of a row with canonical names (``record``, as JSON) or the stored columns (``record_json``,
+    ``body``)."""
+    verb = values["verb"]
     if "record" in values:
-        return values["record"] or {}
+        return record_from_json(verb, values["record"])
     if values.get("body") is not None:  # a filter's or bind's body refers to no other call
         return body_read(bytes(values["body"]), filter_records=lambda _event_id: None, shared_parts=shared_part_data)[0]
-    return values["record_json"] or {}
+    return record_from_json(verb, values["record_json"])
 
 
 def tally_call(tallies: dict[str, NodeCounts], values: Mapping[str, Any]) -> None:
@@ -99,21 +102,20 @@ def tally_call(tallies: dict[str, NodeCounts], values: Mapping[str, Any]) -> Non
         return  # not decoded: nothing else counts
     record = _record_of_row(values)
     touched: list[str] = []
-    if verb == FILTER:
-        touched = record.get("nodes", [])
+    if (filtered := record.filter) is not None:
+        touched = filtered.nodes
         for node in touched:  # not setdefault: a NodeCounts is made for a node not seen yet, not for every node
             tally = tallies.get(node)
             if tally is None:
                 tally = tallies[node] = NodeCounts()
             tally.considered += 1
-        failures: Mapping[str, Mapping[str, str]] = record.get("failures", {})
-        for node, verdicts in failures.items():
+        for node, verdicts in filtered.failures.items():
             tally = tallies.setdefault(node, NodeCounts())
             tally.filtered_out += 1
             tally.count_reasons(verdicts)
-    elif not values["error"] and record.get("node"):
-        touched = [record["node"]]
-        tallies.setdefault(record["node"], NodeCounts())
+    elif not values["error"] and record.bind is not None and record.bind.node:
+        touched = [record.bind.node]
+        tallies.setdefault(record.bind.node, NodeCounts())
     at = values["started_at"]
     for node in touched:
         tally = tallies[node]

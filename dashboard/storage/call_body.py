@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from functools import partial
 from itertools import compress, filterfalse
 from operator import not_
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import msgspec
 import zstandard
@@ -62,7 +62,15 @@ from dashboard.storage.shared_parts import (
     shared_part_encode,
 )
 from scheduler_core.compression import compressor, decompressor
-from scheduler_core.record import FilterRecord, PluginScores, PrioritizeRecord, VerbEvent
+from scheduler_core.record import (
+    CallRecord,
+    FilterRecord,
+    NodeMode,
+    PluginScores,
+    PreemptRecord,
+    PrioritizeRecord,
+    VerbEvent,
+)
 from scheduler_core.wire import encode_host_priorities
 
 BODY_FORMAT = 2
@@ -141,6 +149,7 @@ _filter_record_decoder = msgspec.json.Decoder(FilterRecord)
 _names_json_decoder = msgspec.json.Decoder(list[str])
 _failures_json_decoder = msgspec.json.Decoder(dict[str, dict[str, str]])
 _prioritize_record_decoder = msgspec.json.Decoder(PrioritizeRecord)
+_preempt_record_decoder = msgspec.json.Decoder(PreemptRecord)
 _ANSWER_PASSED = b'{"Nodes":null,"NodeNames":'
 
 
@@ -375,7 +384,7 @@ def body_encode_with_references(event: VerbEvent, *, filter_reference: FilterRef
     )
 
 
-FilterRecordLookup = Callable[[str], "Mapping[str, Any] | None"]
+FilterRecordLookup = Callable[[str], "FilterRecord | None"]
 """Event id of a filter call → its record (as :func:`body_decode` gives it), or None when it is not found."""
 
 
@@ -408,15 +417,15 @@ def _prioritize_record_decode(body: PrioritizeBody, filter_records: FilterRecord
     if body.filter_event and filter_record is None:
         raise ValueError(f"the filter call {body.filter_event} this record refers to is not stored")
     if body.nodes_passed:
-        record.nodes = list(filter_record["passed"]) if filter_record is not None else []
+        record.nodes = list(filter_record.passed) if filter_record is not None else []
     traffic: list[Any] | None = None
     for plugin, scores, raw, herd in zip(record.plugins, body.scores, body.raws, body.herd, strict=True):
         # Raw figures and herd bytes first: a plugin's scores may be predicted from them (``INVERSE_SHARE``).
         if raw is not None and raw.kind == FILTER_TRAFFIC:
             if traffic is None:
                 assert filter_record is not None
-                nodes, failures = filter_record["nodes"], filter_record.get("failures", {})
-                traffic = list(compress(filter_record["traffic_bytes"], _passed_positions(nodes, failures)))
+                nodes, failures = filter_record.nodes, filter_record.failures
+                traffic = list(compress(filter_record.traffic_bytes, _passed_positions(nodes, failures)))
             plugin.raw = list(traffic)
         elif raw is not None and raw.kind != SAME_AS_SCORES:
             plugin.raw = column_decode(raw)
@@ -439,8 +448,8 @@ def _prioritize_record_decode(body: PrioritizeBody, filter_records: FilterRecord
 
 def body_decode(
     body: bytes, *, filter_records: FilterRecordLookup, shared_parts: SharedPartLookup
-) -> tuple[dict[str, Any], Any]:
-    """The record (as ``dashboard.ingest.cycles`` built it from the event) and the answer, from a stored body.
+) -> tuple[CallRecord, Any]:
+    """The record (as the event carried it) and the answer, from a stored body.
 
     ``filter_records``: where the filter call a prioritize body refers to is found; ``shared_parts``: where the
     shared part a filter body names is found."""
@@ -448,28 +457,30 @@ def body_decode(
         raise ValueError(f"unknown body format {body[:1]!r}")
     decoded = _body_decoder.decode(decompressor().decompress(body[1:]))
     answer: Any
-    record: Any
+    record = CallRecord(node_mode=node_mode_of(decoded.node_mode), error_path=decoded.error_path)
     if decoded.filter is not None:
-        record, shared = _filter_record_decode(decoded.filter, shared_parts)
+        record.filter, shared = _filter_record_decode(decoded.filter, shared_parts)
         text = shared.answer if decoded.filter.answer_shared and shared is not None else decoded.filter.answer
         if decoded.filter.answer_passed:
-            text = _ANSWER_PASSED + _json.encode(record.passed) + text
+            text = _ANSWER_PASSED + _json.encode(record.filter.passed) + text
         answer = msgspec.json.decode(text)
     elif decoded.prioritize is not None:
-        record = _prioritize_record_decode(decoded.prioritize, filter_records)
+        scored = record.prioritize = _prioritize_record_decode(decoded.prioritize, filter_records)
         if decoded.prioritize.answer is None:
-            answer = [{"Host": h, "Score": s} for h, s in zip(record.nodes, record.extender, strict=True)]
+            answer = [{"Host": h, "Score": s} for h, s in zip(scored.nodes, scored.extender, strict=True)]
         else:
             answer = msgspec.json.decode(decoded.prioritize.answer)
     else:
-        record = None
+        if decoded.record not in (b"", b"{}"):  # a body holds no other record than a preempt's
+            record.preempt = _preempt_record_decoder.decode(decoded.record)
         answer = msgspec.json.decode(decoded.answer)
-    fields: dict[str, Any] = msgspec.to_builtins(record) if record is not None else msgspec.json.decode(decoded.record)
-    if decoded.error_path:
-        fields["error_path"] = decoded.error_path
-    if decoded.node_mode:
-        fields["node_mode"] = decoded.node_mode
-    return fields, answer
+    return record, answer
+
+
+def node_mode_of(text: str) -> NodeMode:
+    if text not in ("names", "nodes", ""):
+        raise ValueError(f"unknown node mode {text[:20]!r}")
+    return cast(NodeMode, text)
 
 
 def body_referring_to(body: bytes, event_ids: Mapping[str, str]) -> bytes:
@@ -485,9 +496,9 @@ def body_referring_to(body: bytes, event_ids: Mapping[str, str]) -> bytes:
 
 def body_read(
     body: bytes, *, filter_records: FilterRecordLookup, shared_parts: SharedPartLookup
-) -> tuple[dict[str, Any], Any]:
+) -> tuple[CallRecord, Any]:
     """:func:`body_decode`, or, for a damaged body, a record saying so (as ``packed_json.unpack`` does)."""
     try:
         return body_decode(body, filter_records=filter_records, shared_parts=shared_parts)
     except (ValueError, TypeError, KeyError, zstandard.ZstdError, msgspec.DecodeError, msgspec.ValidationError) as exc:
-        return {"$unreadable": f"stored body cannot be read: {exc}"}, None
+        return CallRecord(unreadable=f"stored body cannot be read: {exc}"), None

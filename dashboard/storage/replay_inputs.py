@@ -26,7 +26,7 @@ Pure functions of bytes and values: where a shared part's bytes are found is the
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -35,7 +35,8 @@ import msgspec
 import numpy as np
 import zstandard
 
-from dashboard.storage.call_body import BODY_FORMATS_READ, Body, body_read
+from dashboard.storage.call_body import BODY_FORMATS_READ, Body
+from dashboard.storage.call_record import call_read
 from dashboard.storage.columns import (
     F64_SHUFFLED,
     FILTER_TRAFFIC,
@@ -55,7 +56,7 @@ from scheduler_core.history_replay.recorded_cycles import (
 )
 from scheduler_core.lru import LRU
 from scheduler_core.plugins.traffic import NetworkTraffic
-from scheduler_core.record import FILTER, NODE_CACHE, PRIORITIZE
+from scheduler_core.record import FILTER, NODE_CACHE, PRIORITIZE, CallRecord, CycleRecords, FilterRecord
 
 PARTS_KEPT = 64
 """Decoded shared parts a reader keeps (by digest): one per snapshot and kind of pod in the stretch replayed."""
@@ -248,24 +249,22 @@ class CycleReader:
         prioritize_call: Call | None,
         shared_parts: SharedPartLookup,
     ) -> RecordedCycle:
-        def record(call: Call | None) -> Mapping[str, Any] | None:
+        def record(call: Call | None) -> CallRecord | None:
             if call is None:
                 return None
-            body, stored = call[3], call[4]
-            if body is None:
-                return stored if isinstance(stored, Mapping) else None
-            return body_read(bytes(body), filter_records=filter_records, shared_parts=shared_parts)[0]
+            verb, _status, _event_id, body, stored = call
+            return call_read(verb, body, stored, None, filter_records=filter_records, shared_parts=shared_parts)[0]
 
-        def filter_records(event_id: str) -> Mapping[str, Any] | None:
+        def filter_records(event_id: str) -> FilterRecord | None:
             for call in row.calls:
                 if call[2] == event_id:
-                    return record(call)
+                    found = record(call)
+                    return found.filter if found is not None else None
             return None
 
         return recorded_cycle_from_records(
             row.cycle_id,
-            record(filter_call),
-            record(prioritize_call),
+            CycleRecords.of_calls(record(filter_call), record(prioritize_call)),
             started_at=row.started_at.isoformat() if row.started_at is not None else "",
             pod_namespace=row.pod_namespace,
             pod_name=row.pod_name,

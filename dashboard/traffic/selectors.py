@@ -34,3 +34,8 @@ def traffic_history(
         (started, {n: float(v) for n, v in cast("dict[str, Any]", values).items() if wanted is None or n in wanted})
         for started, values in rows  # (values: never null, filtered above)
     ]
+
+
+def traffic_snapshot_list() -> QuerySet[TrafficRefresh]:
+    """The refreshes whose per-node values were kept (one per history interval): traffic over time."""
+    return TrafficRefresh.objects.filter(bytes_by_node__isnull=False)

@@ -17,7 +17,7 @@ import redis
 from django.conf import settings
 from django.db import DatabaseError
 
-from dashboard.runtime import configured_profiles
+from dashboard.selectors.profiles import profile_configuration
 from dashboard.traffic.clients import keys, snapshot_store, worker_client
 from dashboard.traffic.herd import RedisBindLog
 from dashboard.traffic.models import RefreshStatus, TrafficRefresh
@@ -163,5 +163,5 @@ def herd_record_bind(*, node: str, pod: str, at: float | None = None) -> None:
 @functools.cache
 def _bind_log(config: str, refresh: float, key: str) -> RedisBindLog:
     """Per configuration: the horizon comes from the profiles, read once rather than once per bind."""
-    horizon = herd_horizon(configured_profiles(), refresh)
+    horizon = herd_horizon(profile_configuration().required(), refresh)
     return RedisBindLog(worker_client(), key, horizon_seconds=horizon, default_decay_seconds=refresh)

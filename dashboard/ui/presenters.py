@@ -11,11 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dashboard.models import Outcome, SchedulingCycle, VerbCall
+from dashboard.models import Outcome, SchedulingCycle
+from dashboard.selectors.cycles import CallRead
 from scheduler_core.explain import Explanation, NodeExplanation, contribution, explain
 from scheduler_core.figures import TrafficFigures
 from scheduler_core.plugins.traffic import NetworkTraffic
-from scheduler_core.record import FILTER, PRIORITIZE
+from scheduler_core.record import FILTER, PRIORITIZE, FilterRecord, PrioritizeRecord
 from scheduler_core.traffic_terms import TrafficTerms
 from scheduler_core.units import human_bytes
 
@@ -96,14 +97,14 @@ class Decision:
     """(name, weight, applicable) in profile order."""
     plugin_notes: list[tuple[str, str]]
     traffic_terms: TrafficTerms
-    """The window and staleness limit the traffic is read with (``dashboard.selectors.cycle_traffic_terms``)."""
+    """The window and staleness limit the traffic is read with (``dashboard.selectors.cycles.cycle_traffic_terms``)."""
     traffic_age_seconds: float | None
     traffic_note: str
     answers: list[VerbAnswer]
     reference: str
     """The node the decision is explained against: the bound node, else our preferred node."""
-    filter_record: dict[str, Any] | None
-    prioritize_record: dict[str, Any] | None
+    filter_record: FilterRecord | None
+    prioritize_record: PrioritizeRecord | None
     explanation: Explanation
     """The cycle explained as the audit API explains it: the summary, and every figure each score follows from."""
 
@@ -133,36 +134,37 @@ class Decision:
 
 def build_decision(
     cycle: SchedulingCycle,
-    calls: Sequence[VerbCall],
+    calls: Sequence[CallRead],
     profile_description: Mapping[str, Any] | None,
     *,
     traffic_terms: TrafficTerms,
 ) -> Decision:
     """Assemble the table from the newest call of each verb (a retried verb keeps its latest answer)."""
-    by_verb: dict[str, VerbCall] = {}
-    for call in calls:
-        by_verb[call.verb] = call
-    filter_call, prioritize_call = by_verb.get(FILTER), by_verb.get(PRIORITIZE)
-    fr = filter_call.record if filter_call is not None and filter_call.http_status == 200 else None
-    pr = prioritize_call.record if prioritize_call is not None and prioritize_call.http_status == 200 else None
-    fr = fr if fr and "nodes" in fr else None
-    pr = pr if pr and "nodes" in pr else None
+    by_verb: dict[str, CallRead] = {}
+    for read in calls:
+        by_verb[read.call.verb] = read
+    filter_read, prioritize_read = by_verb.get(FILTER), by_verb.get(PRIORITIZE)
+    fr = filter_read.recorded.filter if filter_read is not None and filter_read.call.http_status == 200 else None
+    pr = (
+        prioritize_read.recorded.prioritize
+        if prioritize_read is not None and prioritize_read.call.http_status == 200
+        else None
+    )
 
     filter_plugins: list[str] = list((profile_description or {}).get("filter", []))
     if fr is not None:
-        for reasons in fr.get("failures", {}).values():
+        for reasons in fr.failures.values():
             for plugin in reasons:
                 if plugin not in filter_plugins:
                     filter_plugins.append(plugin)
 
-    names: list[str] = list(fr["nodes"]) if fr is not None else list(pr["nodes"]) if pr is not None else []
+    names: list[str] = list(fr.nodes) if fr is not None else list(pr.nodes) if pr is not None else []
     candidates = {name: Candidate(name, index) for index, name in enumerate(names)}
     if fr is not None:
-        failures: dict[str, dict[str, str]] = fr.get("failures", {})
-        details: dict[str, dict[str, str]] = fr.get("details", {})
-        unresolvable = set(fr.get("unresolvable", []))
-        traffic = fr.get("traffic_bytes", [])
-        for index, name in enumerate(fr["nodes"]):
+        failures, details = fr.failures, fr.details
+        unresolvable = set(fr.unresolvable)
+        traffic = fr.traffic_bytes
+        for index, name in enumerate(fr.nodes):
             candidate = candidates[name]
             node_failures = failures.get(name, {})
             candidate.passed = not node_failures
@@ -175,36 +177,36 @@ def build_decision(
 
     score_plugins: list[tuple[str, int, bool]] = []
     plugin_notes: list[tuple[str, str]] = []
-    age: float | None = fr.get("metric_age_seconds") if fr is not None else None
-    note = fr.get("metric_note", "") if fr is not None else ""
+    age: float | None = fr.metric_age_seconds if fr is not None else None
+    note = fr.metric_note if fr is not None else ""
     if pr is not None:
-        plugins = pr.get("plugins", [])
-        total_weight = sum(p["weight"] for p in plugins if p.get("applicable", True))
-        score_plugins = [(p["name"], p["weight"], p.get("applicable", True)) for p in plugins]
-        plugin_notes = [(p["name"], p["note"]) for p in plugins if p.get("note")]
+        plugins = pr.plugins
+        total_weight = sum(p.weight for p in plugins if p.applicable)
+        score_plugins = [(p.name, p.weight, p.applicable) for p in plugins]
+        plugin_notes = [(p.name, p.note) for p in plugins if p.note]
         for p in plugins:
-            if p["name"] == NetworkTraffic.name and p.get("metric_age_seconds") is not None:
-                age = p["metric_age_seconds"] if age is None else max(age, p["metric_age_seconds"])
-            if p["name"] == NetworkTraffic.name and p.get("note") and not note:
-                note = p["note"]
-        for index, name in enumerate(pr["nodes"]):
+            if p.name == NetworkTraffic.name and p.metric_age_seconds is not None:
+                age = p.metric_age_seconds if age is None else max(age, p.metric_age_seconds)
+            if p.name == NetworkTraffic.name and p.note and not note:
+                note = p.note
+        for index, name in enumerate(pr.nodes):
             candidate = candidates.setdefault(name, Candidate(name, len(candidates)))
             candidate.prioritized = True
-            candidate.final = pr["final"][index]
-            candidate.extender = pr["extender"][index]
+            candidate.final = pr.final[index]
+            candidate.extender = pr.extender[index]
             for p in plugins:
-                applicable = p.get("applicable", True)
-                value = p["scores"][index] if index < len(p["scores"]) else None
-                raw = p["raw"][index] if index < len(p.get("raw", [])) else None
+                applicable = p.applicable
+                value = p.scores[index] if index < len(p.scores) else None
+                raw = p.raw[index] if index < len(p.raw) else None
                 points = (
-                    contribution(value, p["weight"], total_weight)
+                    contribution(value, p.weight, total_weight)
                     if applicable and total_weight and value is not None
                     else None
                 )
                 # A plugin that did not apply says why once, in its note (scheduler_core.engine), as explain reads it.
-                note = p.get("notes", {}).get(name, "") or ("" if applicable else p.get("note", ""))
-                candidate.terms.append(Term(p["name"], p["weight"], value, points, applicable, raw, note))
-                if p["name"] == NetworkTraffic.name and candidate.traffic_bytes is None:
+                note = p.notes.get(name, "") or ("" if applicable else p.note)
+                candidate.terms.append(Term(p.name, p.weight, value, points, applicable, raw, note))
+                if p.name == NetworkTraffic.name and candidate.traffic_bytes is None:
                     candidate.traffic_bytes = raw
 
     reference = cycle.chosen_node or cycle.preferred_node
@@ -229,15 +231,15 @@ def build_decision(
         candidate.explained = explained.get(candidate.node)
     answers = [
         VerbAnswer(
-            verb=call.verb,
-            status=call.http_status,
-            duration_ms=call.duration_ms,
-            error=call.error,
-            server=call.server,
-            started_at=call.started_at,
-            response_json=json.dumps(call.response, indent=2, ensure_ascii=False),
+            verb=read.call.verb,
+            status=read.call.http_status,
+            duration_ms=read.call.duration_ms,
+            error=read.call.error,
+            server=read.call.server,
+            started_at=read.call.started_at,
+            response_json=json.dumps(read.answer, indent=2, ensure_ascii=False),
         )
-        for call in calls
+        for read in calls
     ]
     return Decision(
         cycle=cycle,

@@ -25,8 +25,8 @@ from django.views.decorators.http import require_GET, require_http_methods
 from dashboard.replays.models import HistoryReplay, ReplayStatus
 from dashboard.replays.selectors import DEFAULT_LAST, history_replay_get, history_replay_list, history_replay_report
 from dashboard.replays.services import MAX_YAML_BYTES, ReplayRequestInvalid, history_replay_start
-from dashboard.ui import replay_presenters, selectors
-from scheduler_core.profiles import ProfileError
+from dashboard.selectors.profiles import profile_configuration
+from dashboard.ui import replay_presenters
 
 POLL_SECONDS = 2
 """How often a page with an unfinished replay asks for its progress."""
@@ -63,14 +63,6 @@ class StartForm:
     @property
     def invalid(self) -> bool:
         return bool(self.errors or self.general)
-
-
-def _configured() -> dict[str, dict[str, Any]]:
-    """The configured profiles, described; empty when the configuration cannot be read (the service says so)."""
-    try:
-        return selectors.profile_descriptions()
-    except (ProfileError, OSError):
-        return {}
 
 
 def _uploaded_yaml(request: HttpRequest, form: StartForm) -> str:
@@ -174,7 +166,7 @@ def replays(request: HttpRequest) -> HttpResponse:
             replay, form = _start(request)
             if replay is not None:
                 return HttpResponseRedirect(reverse("ui:replay", args=[replay.pk]), status=303)
-    configured = _configured()
+    configured = profile_configuration().descriptions
     context = {
         "form": form,
         "profiles": sorted(configured),
@@ -209,7 +201,7 @@ def _body_context(replay: HistoryReplay) -> dict[str, Any]:
         except (msgspec.ValidationError, TypeError, ValueError) as exc:
             report, report_error = None, f"the stored report cannot be read: {exc}"
         if report is not None:
-            report_view = replay_presenters.build_report(report, configured=_configured())
+            report_view = replay_presenters.build_report(report, configured=profile_configuration().descriptions)
         elif not report_error:
             report_error = "the replay finished without a report"
     now = timezone.now()

@@ -1,8 +1,7 @@
-"""Reads for the dashboard pages (the nodes page's are in ``node_selectors``). Every query here is bounded: keyset
-pages, the latest N rows, no COUNT(*).
+"""Reads for the health page: the verbs' latency and errors, the traffic the recorded calls and this process saw,
+the prefetch's refreshes and the spool. Every query here is bounded: the latest N rows, no COUNT(*).
 
-The history is ordered by the ``cycle_newest`` index (-started_at, -id); a page is "the next ``limit`` rows
-before this (started_at, id)", which PostgreSQL answers with an index range scan at any depth.
+The history pages' reads are in ``dashboard.selectors.cycles``, the nodes page's in ``dashboard.selectors.nodes``.
 """
 
 from __future__ import annotations
@@ -15,99 +14,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from dashboard.models import SchedulingCycle, VerbCall, call_data, shared_part_data
-from dashboard.runtime import configured_profiles, running_runtime
-from dashboard.selectors import newest_first_page
-from scheduler_core.profiles import ProfileError
-from scheduler_core.record import FILTER, PRIORITIZE, VERBS
-
-PAGE_SIZE = 50
-HISTORY_COLUMNS = (
-    "id",
-    "pod_namespace",
-    "pod_name",
-    "profile",
-    "node_mode",
-    "started_at",
-    "outcome",
-    "chosen_node",
-    "preferred_node",
-    "answer_tie",
-    "candidate_count",
-    "feasible_count",
-    "filter_ms",
-    "prioritize_ms",
-    "bind_ms",
-    "metric_age_seconds",
-    "error",
-)
-
-
-class BadCursorError(ValueError):
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class Cursor:
-    """A position in the history: the (started_at, id) of the last row seen."""
-
-    started_at: datetime
-    id: int
-
-    def encode(self) -> str:
-        micros = int(self.started_at.timestamp() * 1_000_000)
-        return f"{micros}_{self.id}"
-
-    @classmethod
-    def decode(cls, text: str) -> Cursor:
-        micros, sep, ident = text.partition("_")
-        if not sep or not micros.lstrip("-").isdigit() or not ident.isdigit():
-            raise BadCursorError(f"not a history cursor: {text[:40]!r}")
-        return cls(datetime.fromtimestamp(int(micros) / 1_000_000, tz=UTC), int(ident))
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryPage:
-    rows: list[SchedulingCycle]
-    next_cursor: Cursor | None
-    """Where the next (older) page starts; ``None`` on the last page."""
-    newest_id: int
-    """The highest id on the page: polling asks for rows inserted after it."""
-
-
-def history_page(*, queryset: QuerySet[SchedulingCycle], before: Cursor | None, limit: int = PAGE_SIZE) -> HistoryPage:
-    """One page of ``queryset`` (already filtered), newest first, strictly older than ``before``."""
-    rows = queryset.only(*HISTORY_COLUMNS).order_by("-started_at", "-id")
-    if before is not None:
-        # The redundant started_at <= bound lets the planner turn the OR into one index range.
-        rows = rows.filter(
-            Q(started_at__lt=before.started_at) | Q(started_at=before.started_at, id__lt=before.id),
-            started_at__lte=before.started_at,
-        )
-    found = newest_first_page(rows, count=limit + 1, below=before.started_at if before is not None else None)
-    page, more = found[:limit], len(found) > limit
-    last = page[-1] if page else None
-    return HistoryPage(
-        rows=page,
-        next_cursor=Cursor(last.started_at, last.id) if more and last is not None else None,
-        newest_id=max((r.id for r in page), default=0),
-    )
-
-
-def history_newer(
-    *, queryset: QuerySet[SchedulingCycle], after_id: int, limit: int = PAGE_SIZE
-) -> list[SchedulingCycle]:
-    """Rows recorded after ``after_id`` (ids grow with insertion, so late-ingested cycles count too)."""
-    return list(queryset.only(*HISTORY_COLUMNS).filter(id__gt=after_id).order_by("-started_at", "-id")[:limit])
-
-
-def stored_filter_record(body: bytes | memoryview | None, record_json: Any) -> dict[str, Any]:
-    """A filter call's record from its stored columns (a filter's body refers to no other call)."""
-    return call_data(body, record_json, None, filter_records=lambda _event_id: None, shared_parts=shared_part_data)[0]
-
+from dashboard.runtime import running_runtime
+from dashboard.selectors.cycles import call_filter_record, call_list_recent
+from scheduler_core.record import FILTER, PRIORITIZE, VERBS, FilterRecord
 
 # --- health --------------------------------------------------------------------------------------------
 
@@ -131,21 +42,10 @@ def _percentile(values: Sequence[float], q: int) -> float | None:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
-RECENT_CALLS_WINDOW = 20_000
-"""Health reads only the newest calls by id: a verb that is never called (preempt) must not make the page
-walk the whole table looking for its latest 500."""
-
-
-def recent_calls() -> QuerySet[VerbCall]:
-    """The newest ``RECENT_CALLS_WINDOW`` calls by id."""
-    newest = VerbCall.objects.order_by("-id").values_list("id", flat=True).first() or 0
-    return VerbCall.objects.filter(id__gt=newest - RECENT_CALLS_WINDOW)
-
-
 def verb_health(*, recent: int = 500) -> list[VerbHealth]:
     """Latency percentiles and errors over each verb's latest ``recent`` calls (among the newest 20,000)."""
     report = []
-    window = recent_calls()
+    window = call_list_recent()
     for verb in VERBS:
         rows = list(
             window.filter(verb=verb)
@@ -181,22 +81,21 @@ class RecordedTraffic:
 
 
 def recorded_traffic(*, recent: int = 200) -> list[RecordedTraffic]:
-    rows = recent_calls().filter(verb=FILTER, http_status=200).order_by("-id")
+    rows = call_list_recent().filter(verb=FILTER, http_status=200).order_by("-id")
     seen: dict[str, RecordedTraffic] = {}
     for profile, at, body, record_json in rows.values_list("cycle__profile", "started_at", "body", "record_json")[
         :recent
     ]:
         if profile in seen:
             continue
-        record = stored_filter_record(body, record_json)
-        traffic: list[Any] = record.get("traffic_bytes", [])
+        record = call_filter_record(body=body, record_json=record_json) or FilterRecord(nodes=[], passed=[])
         seen[profile] = RecordedTraffic(
             profile=profile,
             at=at,
-            age_seconds=record.get("metric_age_seconds"),
-            note=record.get("metric_note", ""),
-            nodes=len(record.get("nodes", [])),
-            missing=sum(1 for v in traffic if v is None),
+            age_seconds=record.metric_age_seconds,
+            note=record.metric_note,
+            nodes=len(record.nodes),
+            missing=sum(1 for v in record.traffic_bytes if v is None),
         )
     return sorted(seen.values(), key=lambda r: r.profile)
 
@@ -337,32 +236,3 @@ def spool_depth() -> tuple[int | None, str]:
         return runtime.spool.backlog(), ""
     except Exception as exc:  # An unreadable spool is exactly what the health page must show.
         return None, str(exc)
-
-
-def newest_cycle() -> datetime | None:
-    return SchedulingCycle.objects.order_by("-started_at", "-id").values_list("started_at", flat=True).first()
-
-
-def profile_descriptions() -> dict[str, dict[str, Any]]:
-    """The profiles this deployment serves, described as plain data (read again when the file changes)."""
-    return {name: profile.describe() for name, profile in configured_profiles().items()}
-
-
-@dataclass(frozen=True, slots=True)
-class ConfiguredProfiles:
-    descriptions: dict[str, dict[str, Any]]
-    """Empty when the configuration cannot be read."""
-    problem: str
-    """Why the configuration cannot be read (the ``ProfileError`` naming profile, plugin and field, or the file's
-    ``OSError``); empty when it can."""
-    path: str
-    """The file read (``SCHEDLENS_CONFIG``); empty: the embedded default."""
-
-
-def configured_profiles_or_problem() -> ConfiguredProfiles:
-    """The profiles described, or what is wrong with their file: the pages show what the record holds either way."""
-    path = str(settings.SCHEDLENS_CONFIG or "")
-    try:
-        return ConfiguredProfiles(profile_descriptions(), "", path)
-    except (ProfileError, OSError) as exc:
-        return ConfiguredProfiles({}, str(exc), path)

@@ -19,8 +19,18 @@ from django.views.decorators.http import require_GET
 from dashboard.filters import CycleFilterSet
 from dashboard.models import NodeMode, Outcome, SchedulingCycle
 from dashboard.placements.selectors import pending_glimpse
-from dashboard.selectors import cycle_and_calls, cycle_traffic_terms
-from dashboard.ui import candidate_table, node_selectors, presenters, selectors
+from dashboard.selectors.cycles import (
+    BadCursorError,
+    Cursor,
+    cycle_get_read,
+    cycle_history_newer,
+    cycle_history_page,
+    cycle_newest_started_at,
+    cycle_traffic_terms,
+)
+from dashboard.selectors.nodes import node_report
+from dashboard.selectors.profiles import ConfiguredProfiles, profile_configuration
+from dashboard.ui import candidate_table, presenters, selectors
 from dashboard.ui.whatif import parse_what_if
 from scheduler_core.history_replay.scenarios import recorded_scenario
 from scheduler_core.replay import RecordedInputs, compare, replay
@@ -31,11 +41,11 @@ PROFILES_UNREADABLE = 503
 record holds and names the problem (``base.html``), and the status tells a probe the deployment needs fixing."""
 
 
-def _profiles_context(configured: selectors.ConfiguredProfiles) -> dict[str, Any]:
+def _profiles_context(configured: ConfiguredProfiles) -> dict[str, Any]:
     return {"profiles_problem": configured.problem, "profiles_path": configured.path}
 
 
-def _status(configured: selectors.ConfiguredProfiles) -> int:
+def _status(configured: ConfiguredProfiles) -> int:
     return PROFILES_UNREADABLE if configured.problem else 200
 
 
@@ -66,12 +76,12 @@ def history(request: HttpRequest) -> HttpResponse:
     before = None
     if request.GET.get("before"):
         try:
-            before = selectors.Cursor.decode(request.GET["before"])
-        except selectors.BadCursorError as exc:
+            before = Cursor.decode(request.GET["before"])
+        except BadCursorError as exc:
             return HttpResponseBadRequest(str(exc))
     valid = filterset.is_valid()
-    configured = selectors.configured_profiles_or_problem()
-    page = selectors.history_page(queryset=filterset.qs if valid else SchedulingCycle.objects.none(), before=before)
+    configured = profile_configuration()
+    page = cycle_history_page(queryset=filterset.qs if valid else SchedulingCycle.objects.none(), before=before)
     context = {
         "filterset": filterset,
         "errors": filterset.errors if not valid else {},
@@ -98,20 +108,20 @@ def history_new_rows(request: HttpRequest) -> HttpResponse:
         after = int(request.GET.get("after", "0"))
     except ValueError:
         return HttpResponseBadRequest("after: must be a cycle id")
-    rows = selectors.history_newer(queryset=filterset.qs, after_id=after) if filterset.is_valid() else []
+    rows = cycle_history_newer(queryset=filterset.qs, after_id=after) if filterset.is_valid() else []
     if not rows:
         return HttpResponse(status=204)  # htmx swaps nothing on 204
     return render(request, "dashboard/_history_new_rows.html", {"rows": rows})
 
 
-def _decision(pk: int, configured: selectors.ConfiguredProfiles) -> presenters.Decision:
-    found = cycle_and_calls(cycle_id=pk)
+def _decision(pk: int, configured: ConfiguredProfiles) -> presenters.Decision:
+    found = cycle_get_read(cycle_id=pk)
     if found is None:
         raise Http404("no such scheduling cycle")
-    cycle, calls = found
+    cycle = found.cycle
     description = configured.descriptions.get(cycle.profile)
     terms = cycle_traffic_terms(profile=cycle.profile)  # the window and staleness limit the audit API explains with
-    return presenters.build_decision(cycle, calls, description, traffic_terms=terms)
+    return presenters.build_decision(cycle, found.calls, description, traffic_terms=terms)
 
 
 def _why_not(decision: presenters.Decision, node: str) -> tuple[presenters.WhyNot | None, str]:
@@ -124,7 +134,7 @@ def _why_not(decision: presenters.Decision, node: str) -> tuple[presenters.WhyNo
 @require_GET
 @login_required
 def decision(request: HttpRequest, pk: int) -> HttpResponse:
-    configured = selectors.configured_profiles_or_problem()
+    configured = profile_configuration()
     view = _decision(pk, configured)
     why_not_node = request.GET.get("why_not", "")
     why, why_error = _why_not(view, why_not_node)
@@ -149,7 +159,7 @@ def decision(request: HttpRequest, pk: int) -> HttpResponse:
 def why_not(request: HttpRequest, pk: int) -> HttpResponse:
     # Answered 200 even when the profiles file cannot be read: the comparison comes from the record, htmx swaps only a
     # 2xx, and the decision page around this fragment names the problem.
-    view = _decision(pk, selectors.configured_profiles_or_problem())
+    view = _decision(pk, profile_configuration())
     node = request.GET.get("why_not", "")
     why, why_error = _why_not(view, node)
     response = render(
@@ -165,7 +175,7 @@ def why_not(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 @login_required
 def what_if(request: HttpRequest, pk: int) -> HttpResponse:
-    configured = selectors.configured_profiles_or_problem()
+    configured = profile_configuration()
     view = _decision(pk, configured)
     profiles: Mapping[str, dict[str, Any]] = configured.descriptions
     inputs = RecordedInputs.from_records(view.filter_record, view.prioritize_record, view.filter_plugins)
@@ -209,7 +219,7 @@ NODES_PER_PAGE = 200
 @require_GET
 @login_required
 def nodes(request: HttpRequest) -> HttpResponse:
-    report = node_selectors.nodes_report()
+    report = node_report()
     selected_name = request.GET.get("node", "")
     selected = next((n for n in report.nodes if n.name == selected_name), None)
     if selected is None and report.nodes and not selected_name:
@@ -239,7 +249,7 @@ def nodes(request: HttpRequest) -> HttpResponse:
 def health(request: HttpRequest) -> HttpResponse:
     depth, spool_error = selectors.spool_depth()
     refreshes = selectors.traffic_refreshes()
-    newest = selectors.newest_cycle()
+    newest = cycle_newest_started_at()
     context = {
         "verbs": selectors.verb_health(),
         "recorded_traffic": selectors.recorded_traffic(),

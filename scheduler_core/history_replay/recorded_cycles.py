@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from scheduler_core.answer import DEFAULT_ANSWER_SCALE
 from scheduler_core.plugins.traffic import NetworkTraffic
-from scheduler_core.record import FILTER, NODE_CACHE
+from scheduler_core.record import FILTER, NODE_CACHE, CycleRecords
 from scheduler_core.replay import RecordedInputs, Scenario
 
 if TYPE_CHECKING:  # for annotations only: fast_replay imports this module
@@ -291,8 +291,7 @@ class RecordedCycle:
 
 def recorded_cycle_from_records(
     cycle_id: int,
-    filter_record: Mapping[str, Any] | None,
-    prioritize_record: Mapping[str, Any] | None,
+    records: CycleRecords,
     *,
     started_at: str = "",
     pod_namespace: str = "",
@@ -300,19 +299,20 @@ def recorded_cycle_from_records(
     profile: str = "",
     preferred_node: str = "",
 ) -> RecordedCycle:
-    """A :class:`RecordedCycle` from the records as stored (``VerbCall.record``): columns when the fast path reads
-    them, else the records for :func:`scheduler_core.replay.replay`."""
+    """A :class:`RecordedCycle` from a cycle's records: columns when the fast path reads them, else the records for
+    :func:`scheduler_core.replay.replay`."""
     cycle = RecordedCycle(cycle_id, started_at, pod_namespace, pod_name, profile, preferred_node)
-    fr = filter_record if filter_record and "nodes" in filter_record else None
-    pr = prioritize_record if prioritize_record and "nodes" in prioritize_record else None
-    if (filter_record or {}).get("$unreadable") or (prioritize_record or {}).get("$unreadable"):
+    if records.unreadable:
         cycle.skipped = "a stored call body cannot be read"
         return cycle
-    if fr is None and pr is None:
+    if records.untyped:
+        cycle.skipped = f"a record does not read as the engine's: {records.untyped[:120]}"
+        return cycle
+    if records.filter is None and records.prioritize is None:
         cycle.skipped = "no filter or prioritize record (the cycle never reached our plugins)"
         return cycle
     try:
-        inputs = RecordedInputs.from_records(fr, pr)
+        inputs = RecordedInputs.from_records(records.filter, records.prioritize)
     except (msgspec.ValidationError, TypeError, ValueError) as exc:
         cycle.skipped = f"a record does not read as the engine's: {str(exc)[:120]}"
         return cycle

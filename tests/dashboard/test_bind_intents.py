@@ -24,6 +24,7 @@ from scheduler_core.binding import BindOutcome
 from scheduler_core.kube_api import KubernetesBinder
 from scheduler_core.spool_codec import decode_event, decode_intent, encode_event
 from tests.support.fake_kube_api import FakeKubeAPI, api_client_for, create_binding
+from tests.support.stored_calls import stored_record
 
 pytestmark = pytest.mark.django_db
 
@@ -143,8 +144,8 @@ def test_a_bind_done_by_a_process_that_died_is_recorded_with_its_node(client, ru
     assert (cycle.outcome, cycle.chosen_node, cycle.error) == (Outcome.BOUND, "node-2", "")
     (bind,) = VerbCall.objects.filter(cycle=cycle, verb="bind")
     assert bind.event_id == decode_intent(intent_row[1]).event_id
-    assert bind.record["node"] == "node-2"
-    assert bind.record["detail"].startswith("reconciled after schedlens stopped mid-bind")
+    assert stored_record(bind)["node"] == "node-2"
+    assert stored_record(bind)["detail"].startswith("reconciled after schedlens stopped mid-bind")
 
 
 @pytest.mark.parametrize(

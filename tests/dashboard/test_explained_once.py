@@ -24,6 +24,7 @@ from scheduler_core.kube_api import KubernetesBinder
 from scheduler_core.kube_events import KubernetesEventWriter
 from scheduler_core.kube_watch import Backoff
 from scheduler_core.placement_watch import PlacementWatcher
+from scheduler_core.record import CycleRecords
 from scheduler_core.verbs import Extender
 from tests.support.fake_kube_api import FakeKubeAPI, api_client_for
 from tests.support.kube_scheduler import TRAFFIC, KubeScheduler
@@ -280,7 +281,7 @@ def test_a_cycle_without_its_pod_or_node_is_counted_as_dropped(settings) -> None
     try:
         before = dropped("no_node")
         cycle = SchedulingCycle(pod_namespace="shop", pod_name="web-1", pod_uid="uid-1", chosen_node="")
-        pod_events.explained_bind(cycle=cycle, records={})
+        pod_events.explained_bind(cycle=cycle, records=CycleRecords())
     finally:
         pod_events.install(previous)
     assert dropped("no_node") == before + 1

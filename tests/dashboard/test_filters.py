@@ -12,6 +12,7 @@ from dashboard import filters as filters_module
 from dashboard.filters import CycleFilterSet, NodeFilterSet
 from dashboard.models import NodeTally, SchedulingCycle
 from tests.support.kube_scheduler import NODES, T0
+from tests.support.stored_calls import stored_record
 
 MINUTE = timedelta(minutes=1)
 # Reads through the audit API or its explanations: its profiles and throttle counters at zero, as tests/dashboard/api/.
@@ -41,7 +42,7 @@ def history(kube_scheduler) -> dict[str, SchedulingCycle]:
 
 
 def candidates(cycle: SchedulingCycle) -> list[str]:
-    return cycle.calls.get(verb="filter").record.get("nodes", [])
+    return stored_record(cycle.calls.get(verb="filter")).get("nodes", [])
 
 
 def cycle_ids(api, params: dict) -> list[int]:

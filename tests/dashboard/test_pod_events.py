@@ -18,7 +18,7 @@ from prometheus_client import REGISTRY
 
 from dashboard import pod_events
 from dashboard.models import Outcome
-from dashboard.selectors import cycle_explanation, cycles_with_calls
+from dashboard.selectors.cycles import cycle_explanation, cycle_list_with_calls
 from scheduler_core.binding import BindOutcome
 from scheduler_core.kube_events import KubernetesEventWriter
 from scheduler_core.verbs import Extender
@@ -81,7 +81,7 @@ def test_a_recorded_bind_writes_the_explained_event_on_the_pod(api, emitter, kub
 
     assert len(api.created_events) == 1
     event = api.created_events[0]
-    summary = cycle_explanation(cycle=cycles_with_calls().get(pk=cycle.pk)).summary
+    summary = cycle_explanation(cycle=cycle_list_with_calls().get(pk=cycle.pk)).summary
     assert summary
     assert event["apiVersion"] == "events.k8s.io/v1"
     assert event["kind"] == "Event"
@@ -110,7 +110,7 @@ def test_without_a_public_url_the_note_is_the_summary(api, emitter, kube, settin
     settings.SCHEDLENS_PUBLIC_URL = ""
     cycle = kube.schedule(at=T0, name="web-2")
     assert emitter.join(5)
-    summary = cycle_explanation(cycle=cycles_with_calls().get(pk=cycle.pk)).summary
+    summary = cycle_explanation(cycle=cycle_list_with_calls().get(pk=cycle.pk)).summary
     assert [e["note"] for e in api.created_events] == [summary]
 
 
@@ -253,7 +253,7 @@ def test_a_pod_kube_scheduler_bound_itself_gets_the_event_from_the_placement_wat
 
     cycle.refresh_from_db()
     assert cycle.chosen_node == "node-2"
-    summary = cycle_explanation(cycle=cycles_with_calls().get(pk=cycle.pk)).summary
+    summary = cycle_explanation(cycle=cycle_list_with_calls().get(pk=cycle.pk)).summary
     [event] = api.created_events
     assert event["regarding"]["uid"] == "uid-web-9"
     assert event["reason"] == "Explained"

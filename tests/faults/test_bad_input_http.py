@@ -23,6 +23,7 @@ from scheduler_core.record import VerbEvent
 from scheduler_core.simulator import make_cluster
 from scheduler_core.spool_codec import decode_event
 from tests.support.processes import Gunicorn, production_environment, wait_for
+from tests.support.stored_calls import stored_record
 
 pytestmark = pytest.mark.django_db
 
@@ -239,7 +240,7 @@ def test_nul_bytes_in_names_are_answered_and_stored_visibly(server) -> None:
     assert answer["NodeNames"] == ["node\u0000x", "node-001"], "kube-scheduler gets exactly what it sent"
     stored = VerbCall.objects.get(event_id=event.event_id)
     assert stored.cycle.pod_name == "web\u2400evil"
-    assert stored.record["nodes"] == ["node\u2400x", "node-001"]
+    assert stored_record(stored)["nodes"] == ["node\u2400x", "node-001"]
 
 
 def test_a_profile_name_longer_than_the_column_is_a_404_and_is_stored(server) -> None:

@@ -26,6 +26,7 @@ from dashboard.spool import Spool
 from scheduler_core.simulator import ExtenderClient
 from tests.support.fake_kube_api import FakeKubeAPI, write_kubeconfig
 from tests.support.processes import Gunicorn, database_url, wait_for
+from tests.support.stored_calls import stored_record
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -112,6 +113,6 @@ def test_a_bind_killed_after_the_binding_is_recorded_with_its_node_by_the_restar
     calls = VerbCall.objects.filter(cycle__pod_uid=uid).order_by("started_at")
     assert [c.verb for c in calls] == ["filter", "prioritize", "bind"], "one cycle, one bind call: not duplicated"
     bind = calls[2]
-    assert bind.record["node"] == "node-2"
-    assert bind.record["detail"].startswith("reconciled after schedlens stopped mid-bind")
+    assert stored_record(bind)["node"] == "node-2"
+    assert stored_record(bind)["detail"].startswith("reconciled after schedlens stopped mid-bind")
     assert bind.server.rpartition(":")[2] == str(worker), "the call is the killed worker's"

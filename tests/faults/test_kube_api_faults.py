@@ -22,6 +22,7 @@ from dashboard.spool import Spool
 from scheduler_core.simulator import ExtenderClient
 from tests.support.fake_kube_api import FakeKubeAPI, write_kubeconfig
 from tests.support.processes import Gunicorn, wait_for
+from tests.support.stored_calls import stored_record
 
 pytestmark = pytest.mark.django_db
 
@@ -111,8 +112,8 @@ def test_a_binding_slower_than_kube_scheduler_s_timeout_then_the_retry_s_409(
         assert retry.outcome == Outcome.BOUND
         assert retry.chosen_node == "node-2"
         (bind,) = retry.calls.filter(verb="bind")
-        assert bind.record["api_status"] == 409
-        assert bind.record["detail"].startswith("409: already bound to the same node")
+        assert stored_record(bind)["api_status"] == 409
+        assert stored_record(bind)["detail"].startswith("409: already bound to the same node")
 
 
 @pytest.mark.parametrize(
@@ -140,4 +141,4 @@ def test_a_bind_for_a_pod_the_api_server_does_not_hold_is_answered_with_an_error
     assert cycle_.outcome == Outcome.ERROR
     (bind,) = cycle_.calls.all()
     assert bind.error == error
-    assert bind.record["api_status"] == api_status
+    assert stored_record(bind)["api_status"] == api_status

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import pytest
@@ -10,15 +10,17 @@ import pytest
 from scheduler_core.explain import explain
 from scheduler_core.record import FilterRecord, PluginScores, PrioritizeRecord
 
+RecordT = TypeVar("RecordT", FilterRecord, PrioritizeRecord)
+
 TUTORIAL = {"node-1": 1.0e6, "node-2": 1.2e6, "node-3": 1.4e6}
 
 
-def stored(record: msgspec.Struct, **extra: Any) -> dict[str, Any]:
-    """A record as the ingester stores it: builtins, plus the keys it adds."""
-    return {**msgspec.to_builtins(record), **extra}
+def stored(record: RecordT, **extra: Any) -> RecordT:
+    """A record as it reads back once stored (``extra``: the keys the ingester adds beside it, not read)."""
+    return msgspec.convert(msgspec.to_builtins(record), type(record))
 
 
-def traffic_filter(failures: dict[str, dict[str, str]] | None = None, **fields: Any) -> dict[str, Any]:
+def traffic_filter(failures: dict[str, dict[str, str]] | None = None, **fields: Any) -> FilterRecord:
     failures = failures or {}
     nodes = [*TUTORIAL, *failures]
     return stored(
@@ -34,7 +36,7 @@ def traffic_filter(failures: dict[str, dict[str, str]] | None = None, **fields: 
     )
 
 
-def traffic_prioritize(nodes: dict[str, float] = TUTORIAL) -> dict[str, Any]:
+def traffic_prioritize(nodes: dict[str, float] = TUTORIAL) -> PrioritizeRecord:
     top = max(nodes.values())
     scores = [round(100 - raw * 100 / top, 4) for raw in nodes.values()]
     plugin = PluginScores(name="NetworkTraffic", weight=1, scores=scores, raw=list(nodes.values()))
@@ -217,7 +219,7 @@ def test_filter_details_are_shown_next_to_the_reason():
 
 def test_a_refused_call_has_no_readable_record_and_the_error_is_the_explanation():
     explanation = explain(
-        filter_record={"error_path": "$.NodeNames[3]", "node_mode": ""},
+        filter_record=None,  # its stored record holds only the error path: no filter record
         prioritize_record=None,
         error="filter: expected `str`, got `int`",
     )
@@ -228,7 +230,7 @@ def test_a_refused_call_has_no_readable_record_and_the_error_is_the_explanation(
 # --- figures a person can recompute, and what kube-scheduler saw ---------------------------------------------
 
 
-def herd_record(**fields: Any) -> dict[str, Any]:
+def herd_record(**fields: Any) -> PrioritizeRecord:
     """node-a is preferred only because 3 binds on node-c add 900 MB to its estimate."""
     nodes = ["node-a", "node-b", "node-c"]
     raw = [1.0e9, 1.71e9, 0.3e9]
@@ -285,7 +287,7 @@ def test_without_herd_bytes_no_ranking_change_is_claimed():
     assert "measured traffic alone" not in explanation.summary
 
 
-def tied_record(finals: list[float], extender: list[int], **fields: Any) -> dict[str, Any]:
+def tied_record(finals: list[float], extender: list[int], **fields: Any) -> PrioritizeRecord:
     nodes = [f"node-{c}" for c in "abcd"[: len(finals)]]
     plugin = PluginScores(name="NodeResourceFitByCR", weight=1, scores=finals)
     return stored(PrioritizeRecord(nodes=nodes, plugins=[plugin], final=finals, extender=extender, **fields))
@@ -361,8 +363,8 @@ def test_resource_and_image_scores_show_what_they_are_computed_from():
 
 def test_a_record_from_before_binds_were_counted_says_so_instead_of_claiming_none():
     record = herd_record()
-    for plugin in record["plugins"]:
-        del plugin["herd_binds"], plugin["herd_newest_age_ms"]
+    for plugin in record.plugins:
+        plugin.herd_binds, plugin.herd_newest_age_ms = [], []
     explanation = explain(filter_record=None, prioritize_record=record, chosen_node="node-a")
     [term] = next(n for n in explanation.nodes if n.node == "node-c").terms
     assert term.traffic is not None

@@ -9,6 +9,7 @@ from scheduler_core.pending import (
     parse_failed_scheduling,
     pending_view,
 )
+from scheduler_core.record import FilterRecord
 
 KUBE_128 = (
     "0/5 nodes are available: 3 Insufficient cpu, 2 node(s) didn't match Pod's node affinity/selector. "
@@ -17,13 +18,15 @@ KUBE_128 = (
 OVER = "receive rate above 125 MB/s"
 
 
-def filter_record(failing: dict[str, float], *, passed: tuple[str, ...] = (), also: dict[str, str] | None = None):
+def filter_record(
+    failing: dict[str, float], *, passed: tuple[str, ...] = (), also: dict[str, str] | None = None
+) -> FilterRecord:
     nodes = [*failing, *passed]
     failures = {n: {"TrafficThreshold": OVER} for n in failing}
     for node, reason in (also or {}).items():
         failures.setdefault(node, {})["NodeResourceFitByCR"] = reason
     details = {n: {"TrafficThreshold": f"{rate:.0f} MB/s over the last 5 min"} for n, rate in failing.items()}
-    return {"nodes": nodes, "passed": list(passed), "failures": failures, "details": details}
+    return FilterRecord(nodes=nodes, passed=list(passed), failures=failures, details=details)
 
 
 def test_the_v128_message_is_read_into_counts_by_reason_and_the_preemption_part() -> None:

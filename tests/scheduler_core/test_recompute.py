@@ -47,7 +47,7 @@ profiles:
     )
     body = encode({"Pod": POD, "Nodes": None, "NodeNames": list(TRAFFIC)})
     record = ext.prioritize("default", body).event.prioritize
-    explanation = explain(filter_record=None, prioritize_record=msgspec.to_builtins(record), chosen_node="n1")
+    explanation = explain(filter_record=None, prioritize_record=record, chosen_node="n1")
     return msgspec.json.decode(msgspec.json.encode(explanation))
 
 

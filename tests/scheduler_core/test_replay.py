@@ -58,8 +58,8 @@ def record_cycle(config: str = DEMO, traffic: dict[str, float] | None = None, pr
     scored = extender.prioritize("default", encode({"Pod": POD, "Nodes": None, "NodeNames": prioritized or passed}))
     description = profiles["default"].describe()
     inputs = RecordedInputs.from_records(
-        msgspec.to_builtins(filtered.event.filter),
-        msgspec.to_builtins(scored.event.prioritize),
+        filtered.event.filter,
+        scored.event.prioritize,
         description["filter"],
     )
     return inputs, description, scored.event.prioritize

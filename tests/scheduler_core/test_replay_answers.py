@@ -7,7 +7,6 @@ score and answer exactly, under either scale.
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from dataclasses import replace
@@ -109,8 +108,8 @@ def record_cycle(
     passed = [infos[i] for i in decision.passed]
     prioritized = run_prioritize(profile, context(), passed)
     inputs = RecordedInputs.from_records(
-        json.loads(msgspec.json.encode(filtered)),
-        json.loads(msgspec.json.encode(prioritized)),
+        msgspec.json.decode(msgspec.json.encode(filtered), type=FilterRecord),
+        msgspec.json.decode(msgspec.json.encode(prioritized), type=PrioritizeRecord),
         profile.describe()["filter"],
     )
     return inputs, profile.describe(), prioritized
@@ -153,9 +152,7 @@ def test_herd_bytes_count_in_the_traffic_score_but_not_in_the_threshold() -> Non
 
     _, filtered = run_filter(profile, context(), nodes)
     recorded = run_prioritize(profile, context(), nodes)
-    inputs = RecordedInputs.from_records(
-        msgspec.to_builtins(filtered), msgspec.to_builtins(recorded), profile.describe()["filter"]
-    )
+    inputs = RecordedInputs.from_records(filtered, recorded, profile.describe()["filter"])
 
     result = replay(inputs, scenario_from_profile(profile.describe()))
     # node-a's estimate is 1 MB + 6000 MB: the highest, so it scores 0 and node-b 100 − 2000·100/6001.
@@ -221,7 +218,7 @@ def test_close_finals_tie_under_fixed_and_are_told_apart_under_spread() -> None:
         pod=PodInfo(namespace="shop", name="web-1", uid="u"), cluster=StaticCluster(nodes), traffic=store
     )
     recorded = run_prioritize(profile, ctx, nodes)
-    inputs = RecordedInputs.from_records(None, msgspec.to_builtins(recorded))
+    inputs = RecordedInputs.from_records(None, recorded)
     fixed = scenario_from_profile(profile.describe())
 
     as_recorded = replay(inputs, fixed)
@@ -243,9 +240,11 @@ def test_the_scenario_of_a_profile_and_of_a_record_carry_its_scale() -> None:
     assert scenario_from_profile({"name": "old", "filter": [], "score": []}).answer_scale == DEFAULT_ANSWER_SCALE
     # A record from before the choice existed answered on the fixed scale (the record's default): it says so.
     legacy = {"nodes": ["a", "b"], "plugins": [], "final": [45.0, 12.0], "extender": [5, 1]}
-    assert RecordedInputs.from_records(None, legacy).answer_scale == "fixed"
-    assert RecordedInputs.from_records(None, {**legacy, "answer_scale": "spread"}).answer_scale == "spread"
-    assert RecordedInputs.from_records({"nodes": ["a"], "passed": ["a"]}, None).answer_scale == DEFAULT_ANSWER_SCALE
+    assert RecordedInputs.from_records(None, msgspec.convert(legacy, PrioritizeRecord)).answer_scale == "fixed"
+    spread = msgspec.convert({**legacy, "answer_scale": "spread"}, PrioritizeRecord)
+    assert RecordedInputs.from_records(None, spread).answer_scale == "spread"
+    only_filter = FilterRecord(nodes=["a"], passed=["a"])
+    assert RecordedInputs.from_records(only_filter, None).answer_scale == DEFAULT_ANSWER_SCALE
 
 
 def test_a_node_unknown_to_the_node_cache_answers_zero_and_stays_out_of_the_spread() -> None:
@@ -267,7 +266,7 @@ def test_a_node_unknown_to_the_node_cache_answers_zero_and_stays_out_of_the_spre
     body = msgspec.json.encode({"Pod": pod, "Nodes": None, "NodeNames": names})
     recorded = ext.prioritize("default", body).event.prioritize
     assert recorded is not None
-    inputs = RecordedInputs.from_records(None, msgspec.to_builtins(recorded))
+    inputs = RecordedInputs.from_records(None, recorded)
     scenario = scenario_from_profile(ext.profiles["default"].describe())
 
     result = replay(inputs, scenario)
@@ -286,7 +285,7 @@ def test_a_node_unknown_to_the_node_cache_answers_zero_and_stays_out_of_the_spre
 def test_filter_record_only_replays_answer_on_the_scenario_scale() -> None:
     """A cycle kube-scheduler never prioritized (a single feasible node) still replays: no scale was recorded."""
     filtered = FilterRecord(nodes=["a", "b"], passed=["a", "b"], traffic_bytes=[1 * MB, 3 * MB])
-    inputs = RecordedInputs.from_records(msgspec.to_builtins(filtered), None, ["TrafficThreshold"])
+    inputs = RecordedInputs.from_records(filtered, None, ["TrafficThreshold"])
     scenario = Scenario(filters=("TrafficThreshold",), weights={"NetworkTraffic": 1}, answer_scale="spread")
     result = replay(inputs, scenario)
     assert scored(result)[1:] == ([round(100 - 100 / 3, 4), 0.0], [10, 0])

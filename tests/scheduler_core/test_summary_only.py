@@ -15,14 +15,14 @@ show ``explain(...).summary``. Two sources of cycles:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from scheduler_core.explain import explain, explain_summary
-from scheduler_core.record import NODE_CACHE
+from scheduler_core.record import NODE_CACHE, FilterRecord, PrioritizeRecord
 from tests.support.explained_cycles import (
     ALL_ZERO,
     HALF_UP_FIXED,
@@ -37,6 +37,16 @@ from tests.support.explained_cycles import (
 )
 from tests.support.explanation_checks import IMAGES, RESOURCES, TRAFFIC
 
+RecordT = TypeVar("RecordT", FilterRecord, PrioritizeRecord)
+
+
+def typed(record: dict[str, Any] | None, kind: type[RecordT]) -> RecordT | None:
+    """The record as a reader gets it: typed, or None when it has none or it does not read as the engine's."""
+    try:
+        return msgspec.convert(record, kind) if record else None
+    except msgspec.ValidationError:
+        return None
+
 
 def assert_same_summary(
     filter_record: dict[str, Any] | None,
@@ -46,12 +56,13 @@ def assert_same_summary(
     errors: Sequence[str] = ("", "bind refused"),
     windows: Sequence[int | None] = (None, 5),
 ) -> None:
+    filtered, scored = typed(filter_record, FilterRecord), typed(prioritize_record, PrioritizeRecord)
     for chosen_node in chosen:
         for error in errors:
             for window in windows:
                 args = {
-                    "filter_record": filter_record,
-                    "prioritize_record": prioritize_record,
+                    "filter_record": filtered,
+                    "prioritize_record": scored,
                     "chosen_node": chosen_node,
                     "error": error,
                     "traffic_window_minutes": window,

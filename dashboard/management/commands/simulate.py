@@ -13,9 +13,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dashboard.placements.models import ObservationKind
 from dashboard.placements.services import placements_record, placements_waiting_sync
-from dashboard.runtime import configured_profiles
+from dashboard.selectors.profiles import profile_configuration
 from scheduler_core.placement_watch import WaitingPod as WatchedPod
-from scheduler_core.profiles import ProfileError
 from scheduler_core.simulator import (
     ExtenderClient,
     KubeSchedulerSimulator,
@@ -108,10 +107,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["list_profiles"]:
-            try:
-                names = list(configured_profiles())
-            except (ProfileError, OSError) as exc:
-                raise CommandError(f"the profiles cannot be read: {exc}") from None
+            configured = profile_configuration()
+            if configured.error is not None:
+                raise CommandError(f"the profiles cannot be read: {configured.problem}")
+            names = list(configured.profiles)
             self.stdout.write("\n".join(names))
             return
         if options["nodes"] < 1:

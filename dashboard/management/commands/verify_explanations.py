@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.dateparse import parse_datetime
 
-from dashboard.selectors import cycle_explanations_recomputed
+from dashboard.selectors.cycles import cycle_explanations_recomputed
 
 SHOWN_MISMATCHES = 20
 

@@ -24,6 +24,7 @@ from dashboard.ingest.new_calls import build_call
 from dashboard.models import SchedulingCycle
 from scheduler_core.answer import preference_tied
 from tests.support.kube_scheduler import T0, KubeScheduler
+from tests.support.stored_calls import stored_record
 
 MINUTE = timedelta(minutes=1)
 NODES = ["node-1", "node-2", "node-3"]
@@ -49,7 +50,7 @@ def test_the_spread_scale_never_ties_our_preferred_node_with_a_node_that_scored_
 
 
 def prioritize_record(cycle: SchedulingCycle) -> dict:
-    return cycle.calls.get(verb="prioritize").record
+    return stored_record(cycle.calls.get(verb="prioritize"))
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from dashboard.api.selectors import redact
+from dashboard.selectors.profiles import redact
 from dashboard.services.node_tallies import node_tallies_rebuild
 from tests.support.kube_scheduler import NODES, T0
 

@@ -15,7 +15,7 @@ from rest_framework.renderers import JSONRenderer
 
 from dashboard.api.serializers import ExplanationSerializer, _PlainSerializer
 from dashboard.models import SchedulingCycle
-from dashboard.selectors import cycle_explanation, cycles_with_calls
+from dashboard.selectors.cycles import cycle_explanation, cycle_list_with_calls
 from tests.support.explained_cycles import (
     HERD_TIE,
     PROPERTY,
@@ -42,7 +42,7 @@ def rendered(cycle: SchedulingCycle) -> bytes:
 def test_the_plain_explanation_serializers_render_what_drf_renders(fast_api: Any, scenario: Scenario) -> None:
     def body() -> None:
         fetched = ingest_and_fetch(fast_api, scenario, record_cycle(scenario))
-        cycle = cycles_with_calls().get(pk=fetched.cycle_id)
+        cycle = cycle_list_with_calls().get(pk=fetched.cycle_id)
         plain = rendered(cycle)
         with mock.patch.object(_PlainSerializer, "to_representation", serializers.Serializer.to_representation):
             assert rendered(cycle) == plain

@@ -13,6 +13,7 @@ from dashboard.spool import Spool
 from tests.support.extender_requests import args, binding, call, pod
 from tests.support.ingest import ingest_everything
 from tests.support.live_server import LiveServer
+from tests.support.stored_calls import stored_answer, stored_record
 
 JSON = "application/json"
 NODES = ["node-1", "node-2", "node-3"]
@@ -42,15 +43,15 @@ def test_a_full_cycle_is_recorded_once_with_every_verdict_score_and_answer(clien
 
     calls = {c.verb: c for c in cycle.calls.all()}
     assert set(calls) == {"filter", "prioritize", "bind"}
-    assert calls["filter"].record["traffic_bytes"] == [4.0e6, 1.0e6, 2.0e6]
-    assert calls["filter"].response == filtered
-    assert calls["prioritize"].response == scores
-    traffic = calls["prioritize"].record["plugins"][0]
+    assert stored_record(calls["filter"])["traffic_bytes"] == [4.0e6, 1.0e6, 2.0e6]
+    assert stored_answer(calls["filter"]) == filtered
+    assert stored_answer(calls["prioritize"]) == scores
+    traffic = stored_record(calls["prioritize"])["plugins"][0]
     assert (traffic["name"], traffic["weight"]) == ("NetworkTraffic", 1)
     assert traffic["raw"] == [4.0e6, 1.0e6, 2.0e6]
     assert traffic["scores"] == [0.0, 75.0, 50.0]
-    assert calls["prioritize"].record["extender"] == [0, 10, 7], "spread: 10 × (final − 0) / (75 − 0), half up"
-    assert calls["bind"].record["node"] == "node-2"
+    assert stored_record(calls["prioritize"])["extender"] == [0, 10, 7], "spread: 10 × (final − 0) / (75 − 0), half up"
+    assert stored_record(calls["bind"])["node"] == "node-2"
 
 
 @pytest.mark.django_db

@@ -13,6 +13,7 @@ from dashboard.audit.chain import GENESIS, audit_chain_verify, call_content, cha
 from dashboard.filters import cycles_considering
 from dashboard.models import NodePosting, SchedulingCycle, VerbCall
 from dashboard.storage.packed_json import pack
+from tests.support.stored_calls import stored_answer, stored_record
 
 BEFORE = [("dashboard", "0003_verbcall_packed_json")]
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -75,7 +76,7 @@ def test_rows_written_before_0004_read_and_verify_alike_after_it():
     report = audit_chain_verify()
     assert (report.ok, report.checked, report.head_hash) == (True, 3, previous)
     for call in VerbCall.objects.all():
-        assert (call.record, call.response) == expected[call.event_id]
+        assert (stored_record(call), stored_answer(call)) == expected[call.event_id]
         assert call.body is None
     cycles = SchedulingCycle.objects.all()
     if connection.vendor == "postgresql":  # (SQLite keeps filtering on candidate_nodes)

@@ -12,7 +12,9 @@ from dashboard.models import SchedulingCycle
 from dashboard.replays.models import ReplayStatus
 from dashboard.replays.selectors import history_replay_report
 from dashboard.replays.services import ReplayRequestInvalid, history_replay_run, history_replay_start
+from dashboard.selectors.cycles import cycle_read
 from scheduler_core.history_replay.report import CAVEATS
+from scheduler_core.record import CycleRecords
 
 pytestmark = pytest.mark.django_db
 
@@ -55,9 +57,9 @@ def replayed(**start):
     return replay, report
 
 
-def records(cycle: SchedulingCycle) -> dict:
-    """The cycle's answered records by verb, as the API and the decision page read them."""
-    return {call.verb: call.record for call in cycle.calls.all() if call.http_status == 200}
+def records(cycle: SchedulingCycle) -> CycleRecords:
+    """The cycle's answered records, as the API and the decision page read them."""
+    return cycle_read(cycle=cycle).records
 
 
 @pytest.mark.parametrize("profile", ["default", "gpu-aware"])
@@ -86,18 +88,17 @@ def test_replaying_history_under_the_profile_it_was_recorded_with_changes_nothin
 def expected_without_traffic_score(cycle: SchedulingCycle) -> str:
     """Our preferred node once NetworkTraffic carries no weight: the mean of the other recorded scores (weight 1
     each, over the plugins that applied), on the record's 4 decimals, the first highest in the order sent."""
-    found = records(cycle)
-    prioritize = found.get("prioritize")
+    prioritize = records(cycle).prioritize
     if prioritize is None:  # one node passed (or none): nothing was scored, nothing changes
         return cycle.preferred_node
-    total = np.zeros(len(prioritize["nodes"]))
+    total = np.zeros(len(prioritize.nodes))
     weights = 0
-    for plugin in prioritize["plugins"]:
-        if plugin["name"] in ("NodeResourceFitByCR", "ImageLocality") and plugin.get("applicable", True):
-            total = total + np.array(plugin["scores"], dtype=float)
+    for plugin in prioritize.plugins:
+        if plugin.name in ("NodeResourceFitByCR", "ImageLocality") and plugin.applicable:
+            total = total + np.array(plugin.scores, dtype=float)
             weights += 1
     finals = (total / weights if weights else np.zeros(len(total))).round(4)
-    return prioritize["nodes"][int(np.argmax(finals))]
+    return prioritize.nodes[int(np.argmax(finals))]
 
 
 def test_network_traffic_at_weight_zero_changes_exactly_the_decisions_it_should(recorded):
@@ -131,9 +132,10 @@ def test_a_lower_traffic_threshold_rejects_exactly_the_nodes_above_it(recorded):
     rejected = cycles = 0
     for cycle in mine:
         found = records(cycle)
-        fr, pr = found["filter"], found.get("prioritize")
-        feasible = set(pr["nodes"]) if pr else set(fr["passed"])
-        traffic = dict(zip(fr["nodes"], fr["traffic_bytes"], strict=True))
+        fr, pr = found.filter, found.prioritize
+        assert fr is not None
+        feasible = set(pr.nodes) if pr else set(fr.passed)
+        traffic = dict(zip(fr.nodes, fr.traffic_bytes, strict=True))
         above = [n for n in feasible if traffic.get(n) is not None and traffic[n] / 300 > 60e6]
         rejected += len(above)
         cycles += bool(above)

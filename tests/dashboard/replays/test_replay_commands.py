@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from dashboard.replays.models import HistoryReplay, ReplayStatus
 from dashboard.replays.services import history_replay_claim, history_replay_run, history_replay_start
-from dashboard.runtime import configured_profiles
+from dashboard.selectors.profiles import profile_configuration
 from tests.support.paths import REPO
 
 pytestmark = pytest.mark.django_db
@@ -34,7 +34,7 @@ def run(*args: str) -> tuple[str, str]:
 
 def test_the_command_prints_the_report_and_a_progress_bar(recorded):
     out, err = run("--profile", "gpu-aware", "--last", "30", "--profile-recorded", "default")
-    version = configured_profiles()["gpu-aware"].version()
+    version = profile_configuration().profiles["gpu-aware"].version()
     assert f"Candidate: gpu-aware, version {version} (configured in {settings.SCHEDLENS_CONFIG})" in out
     assert "Cycles: 30 selected, 30 replayed, 0 skipped" in out
     assert "Decisions changed (preferred node differs): " in out

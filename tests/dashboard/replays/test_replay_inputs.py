@@ -1,5 +1,6 @@
 """The stored bodies read straight into a replay's columns (``dashboard.storage.replay_inputs``) replay exactly as
-the records the API serves do (``VerbCall.record``, replayed by ``scheduler_core.replay.replay``)."""
+the records the API serves do (``dashboard.selectors.cycles.cycle_read``, replayed by
+``scheduler_core.replay.replay``)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ import pytest
 
 from dashboard.models import shared_part_data
 from dashboard.replays.selectors import replay_rows
+from dashboard.selectors.cycles import cycle_read
 from dashboard.storage.replay_inputs import CycleReader
 from scheduler_core.history_replay.fast_replay import outcome_of, replay_columns
 from scheduler_core.history_replay.recorded_cycles import recorded_cycle_from_records
 from scheduler_core.profiles import load_profiles
 from scheduler_core.replay import RecordedInputs, replay, scenario_from_profile
 from tests.support.history import PROFILES
+from tests.support.stored_calls import stored_answer, stored_record
 
 pytestmark = pytest.mark.django_db
 
@@ -40,13 +43,13 @@ def test_the_bodies_read_as_columns_replay_as_the_records_do(recorded):
         assert fast.columns is not None, row.cycle_id
         assert not fast.skipped
         cycle = by_id[row.cycle_id]
-        records = {call.verb: call.record for call in cycle.calls.all() if call.http_status == 200}
-        general = recorded_cycle_from_records(cycle.id, records.get("filter"), records.get("prioritize"))
+        records = cycle_read(cycle=cycle).records
+        general = recorded_cycle_from_records(cycle.id, records)
         assert general.columns is not None
         assert fast.weights == general.weights
         assert fast.columns.answer_scale == general.columns.answer_scale
         assert list(fast.columns.candidates) == list(general.columns.candidates)
-        inputs = RecordedInputs.from_records(records.get("filter"), records.get("prioritize"))
+        inputs = RecordedInputs.from_records(records.filter, records.prioritize)
         for scenario in scenarios():
             a = replay_columns(fast.columns, scenario)
             b = outcome_of(replay(inputs, scenario))
@@ -67,11 +70,11 @@ def test_a_cycle_stored_as_json_is_read_the_general_way(recorded):
 
     cycle = recorded[0]
     for call in VerbCall.objects.filter(cycle=cycle, verb__in=("filter", "prioritize")):
-        record, response = call.record, call.response
+        record, response = stored_record(call), stored_answer(call)
         VerbCall.objects.filter(pk=call.pk).update(body=None, record_json=record, response_json=response)
     reader = CycleReader()
     row = next(iter(replay_rows([cycle.id])))
     read = reader.cycle(row, shared_parts=shared_part_data)
     assert reader.fast == 0
     assert read.columns is not None  # the records, then columns_from_inputs
-    assert list(read.columns.candidates) == list(recorded[0].calls.get(verb="filter").record["nodes"])
+    assert list(read.columns.candidates) == list(stored_record(recorded[0].calls.get(verb="filter"))["nodes"])

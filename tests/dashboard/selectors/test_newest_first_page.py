@@ -1,5 +1,5 @@
 """Pages newest first are read from the newest day, then the newest week, then the rest: the same rows as one query
-over the whole history, in fewer partitions when the newest days hold a page (``dashboard.selectors``)."""
+over the whole history, in fewer partitions when the newest days hold a page (``dashboard.selectors.cycles``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from dashboard.models import SchedulingCycle
-from dashboard.selectors import newest_first_page
+from dashboard.selectors.cycles import newest_first_page
 
 pytestmark = pytest.mark.django_db
 

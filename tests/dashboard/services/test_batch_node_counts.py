@@ -43,7 +43,9 @@ def test_the_node_counts_of_a_batch_are_what_its_calls_count_one_by_one():
     expected: dict[str, NodeCounts] = {}
     for call in VerbCall.objects.order_by("id"):
         values = {"http_status": call.http_status, "verb": call.verb, "error": call.error}
-        tally_call(expected, values | {"started_at": call.started_at, "record": call.record})
+        tally_call(
+            expected, values | {"started_at": call.started_at, "body": call.body, "record_json": call.record_json}
+        )
     # Placements (and preferences) count cycles, as the pruner takes them off.
     tally_cycles(expected, SchedulingCycle.objects.values_list("preferred_node", "outcome", "chosen_node"))
     stored = {t.node: (t.considered, t.filtered_out, t.placements, t.last_seen_at) for t in NodeTally.objects.all()}

@@ -19,6 +19,7 @@ from dashboard.services.node_tallies import node_tallies_rebuild
 from dashboard.services.retention import cycles_prune
 from scheduler_core.spool_codec import decode_event, encode_event
 from tests.support.kube_scheduler import NODES, T0
+from tests.support.stored_calls import stored_record
 
 MINUTE = timedelta(minutes=1)
 DAY = timedelta(days=1)
@@ -32,7 +33,7 @@ def recounted_reasons() -> dict[tuple[str, str, str], int]:
     """From the retained filter calls' records, one by one, as a reader decodes them."""
     expected: Counter[tuple[str, str, str]] = Counter()
     for call in VerbCall.objects.filter(verb="filter", http_status=200):
-        for node, verdicts in call.record.get("failures", {}).items():
+        for node, verdicts in stored_record(call).get("failures", {}).items():
             for plugin, reason in verdicts.items():
                 expected[(node, plugin, reason)] += 1
     return dict(expected)

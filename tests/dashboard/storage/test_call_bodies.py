@@ -1,8 +1,9 @@
 """Calls stored as binary bodies (migration 0004) read back exactly as recorded, whatever the record holds.
 
-Every reader sees ``VerbCall.record`` / ``.response``; these tests compare them with what the ingester was given
-(``record_of(event)`` and the answer's JSON), for records from the real verbs in both node modes, with nodes
-without metrics, unknown nodes, one or no passing node, preemption, NUL in strings and over-long names.
+Every reader sees a stored call's record and answer (``dashboard.selectors.cycles.call_reads``); these tests compare
+them with what the ingester was given (``record_of(event)`` and the answer's JSON), for records from the real verbs
+in both node modes, with nodes without metrics, unknown nodes, one or no passing node, preemption, NUL in strings and
+over-long names.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from dashboard.ingest.new_calls import record_of
 from dashboard.ingest.sanitize import NAME_LIMIT, NUL_SHOWN
 from dashboard.ingest.spool_ingest import spool_ingest
 from dashboard.models import NodePosting, SchedulingCycle, VerbCall
+from dashboard.selectors.cycles import call_reads
 from dashboard.spool import Spool
 from dashboard.storage.call_body import Body, body_decode, body_encode, body_encode_with_references
+from dashboard.storage.call_record import record_builtins
 from dashboard.storage.columns import (
     F64_SHUFFLED,
     FILTER_TRAFFIC,
@@ -45,6 +48,7 @@ from scheduler_core.spool_codec import SPOOL_FRAMED, decode_event, encode_event
 from scheduler_core.verbs import Extender
 from tests.support.demo_verbs import NOW, cycle_events, demo_extender
 from tests.support.inputs import traffic_store
+from tests.support.stored_calls import stored_answer, stored_record
 
 
 class SyncedCache(StaticCluster):
@@ -55,7 +59,8 @@ def assert_read_back(event: VerbEvent) -> dict[str, Any]:
     encoded = body_encode_with_references(event)
     shared = encoded.shared_part
     shared_parts = {shared.digest: shared.data} if shared is not None else {}
-    record, answer = body_decode(encoded.body, filter_records=lambda _event_id: None, shared_parts=shared_parts.get)
+    decoded, answer = body_decode(encoded.body, filter_records=lambda _event_id: None, shared_parts=shared_parts.get)
+    record = record_builtins(decoded)
     assert record == record_of(event)
     assert answer == msgspec.json.decode(event.response)
     return record
@@ -142,7 +147,7 @@ def test_a_prioritize_refers_to_its_filter_and_not_to_another_filter_of_the_same
     new_calls.build_call(other)
     cycles_ingest_events(events=events[1:])
     prioritize = VerbCall.objects.get(verb="prioritize")
-    assert prioritize.record == record_of(events[1])
+    assert stored_record(prioritize) == record_of(events[1])
     assert bytes(events[0].event_id, "ascii") in body_plain(prioritize.body), "refers to its own cycle's filter"
     assert audit_chain_verify().ok
 
@@ -158,7 +163,7 @@ def test_a_prioritize_ingested_after_its_filter_still_refers_to_it():
     decoded = msgspec.msgpack.decode(body_plain(prioritize.body))
     assert decoded[3][5] == events[0].event_id  # Body.prioritize.filter_event
     assert any(raw and raw[0] == FILTER_TRAFFIC for raw in decoded[3][2])
-    assert prioritize.record == record_of(events[1])
+    assert stored_record(prioritize) == record_of(events[1])
 
 
 @pytest.mark.django_db
@@ -173,7 +178,7 @@ def test_a_prioritize_that_guessed_another_filter_refers_to_its_own_handed_over_
     cycles.ingest_calls([own, guessed])
     prioritize = VerbCall.objects.get(verb="prioritize")
     assert msgspec.msgpack.decode(body_plain(prioritize.body))[3][5] == events[0].event_id
-    assert prioritize.record == record_of(events[1])
+    assert stored_record(prioritize) == record_of(events[1])
     assert audit_chain_verify().ok
 
 
@@ -203,9 +208,9 @@ def test_prepared_calls_come_back_from_a_preparing_process_field_for_field(setti
         for name in original.summary.__slots__:
             assert getattr(back.summary, name) == getattr(original.summary, name), f"summary.{name}"
     stored = [VerbCall(event_id=c.event_id, verb=c.verb, body=c.body, record_json=c.record_json) for c in sent]
-    for call, original in zip(stored, sent, strict=True):
-        call.__dict__["siblings"] = stored
-        assert call.record == new_calls.record_of(original.event), f"{call.verb}: the event is the body's record"
+    for read, original in zip(call_reads(calls=stored), sent, strict=True):
+        back_record = record_builtins(read.recorded)
+        assert back_record == new_calls.record_of(original.event), f"{read.call.verb}: the event is the body's record"
     first, second = _through_a_process(sent[0]), _through_a_process(sent[0])
     assert first.summary.nodes is second.summary.nodes, "a list received again is the same list"
     again = msgspec.structs.replace(events[0], event_id="f" * 32, pod_uid="other")
@@ -237,8 +242,8 @@ def test_nul_anywhere_in_a_binary_spooled_record_is_stored_visible(tmp_path):
     assert spool_ingest(spool=spool, confirm_grace_seconds=0) == 1
     assert spool.rejected() == []
     call = VerbCall.objects.get()
-    assert call.record["nodes"][-1] == filtered.nodes[-1] + f"{NUL_SHOWN}x"
-    assert all(NUL_SHOWN in reason for r in call.record["failures"].values() for reason in r.values())
+    assert stored_record(call)["nodes"][-1] == filtered.nodes[-1] + f"{NUL_SHOWN}x"
+    assert all(NUL_SHOWN in reason for r in stored_record(call)["failures"].values() for reason in r.values())
     assert call.cycle.pod_name == f"web{NUL_SHOWN}"
     assert audit_chain_verify().ok
 
@@ -261,8 +266,8 @@ def test_nul_in_a_node_name_of_a_prioritize_spooled_without_its_answer_is_stored
     spool.append(encode_event(scored))
     assert spool_ingest(spool=spool, confirm_grace_seconds=0) == 1
     call = VerbCall.objects.get()
-    assert [host["Host"] for host in call.response] == ["node-1", f"node{NUL_SHOWN}2"]
-    assert call.record["nodes"] == ["node-1", f"node{NUL_SHOWN}2"]
+    assert [host["Host"] for host in stored_answer(call)] == ["node-1", f"node{NUL_SHOWN}2"]
+    assert stored_record(call)["nodes"] == ["node-1", f"node{NUL_SHOWN}2"]
 
 
 @pytest.mark.django_db
@@ -279,8 +284,8 @@ def test_a_backlog_ingested_in_many_small_batches_reads_back_exactly_and_chains(
     stored = {call.event_id: call for call in VerbCall.objects.all()}
     assert sorted(stored) == sorted(e.event_id for e in events)
     for event in events:
-        assert stored[event.event_id].record == record_of(event)
-        assert stored[event.event_id].response == msgspec.json.decode(event.response)
+        assert stored_record(stored[event.event_id]) == record_of(event)
+        assert stored_answer(stored[event.event_id]) == msgspec.json.decode(event.response)
     assert SchedulingCycle.objects.count() == 9
     assert audit_chain_verify().ok
 
@@ -302,12 +307,12 @@ def test_over_long_node_names_are_cut_alike_in_filter_and_prioritize():
     spool = Spool_in_memory(spool_events)
     spool_ingest(spool=spool, confirm_grace_seconds=0)
     filter_call, prioritize_call = VerbCall.objects.get(verb="filter"), VerbCall.objects.get(verb="prioritize")
-    cut = filter_call.record["nodes"][0]
+    cut = stored_record(filter_call)["nodes"][0]
     assert len(cut) == NAME_LIMIT
-    assert prioritize_call.record["nodes"][0] == cut
+    assert stored_record(prioritize_call)["nodes"][0] == cut
     # The answer as sent, with the name whole: not one derived again from the record's cut names.
-    assert prioritize_call.response == msgspec.json.decode(events[1].response)
-    assert prioritize_call.response[0]["Host"] == long
+    assert stored_answer(prioritize_call) == msgspec.json.decode(events[1].response)
+    assert stored_answer(prioritize_call)[0]["Host"] == long
     if connection.vendor == "postgresql":
         assert NodePosting.objects.filter(node=cut).exists()
 
@@ -415,7 +420,7 @@ def test_final_scores_that_are_not_the_mean_of_the_scores_read_back_exactly(chan
         body_encode(changed), filter_records=lambda _event_id: None, shared_parts=lambda _digest: None
     )
     # Compared as MessagePack: the same types, bits, NaN and -0.0 (NaN is never equal to itself in a list).
-    assert msgspec.msgpack.encode(record) == msgspec.msgpack.encode(record_of(changed))
+    assert msgspec.msgpack.encode(record_builtins(record)) == msgspec.msgpack.encode(record_of(changed))
     assert prioritize_body(changed).final.kind == kind
 
 

@@ -9,8 +9,9 @@ from django.db import connection
 from dashboard.audit.chain import audit_chain_verify
 from dashboard.ingest.cycles import cycles_ingest_events
 from dashboard.models import VerbCall
-from dashboard.selectors import cycles_with_calls
+from dashboard.selectors.cycles import call_reads, cycle_list_with_calls
 from dashboard.storage.call_body import BODY_FORMAT
+from dashboard.storage.call_record import record_builtins
 from dashboard.storage.packed_json import PACK_KEY, PackedDict, pack, unpack
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import NodeInfo, StaticCluster
@@ -19,6 +20,7 @@ from scheduler_core.spool_codec import decode_event, encode_event
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
 from scheduler_core.traffic.store import TrafficStore
 from scheduler_core.verbs import Extender
+from tests.support.stored_calls import stored_answer, stored_record
 
 NODES = [f"node-{i:04d}" for i in range(300)]
 
@@ -57,17 +59,17 @@ def test_a_large_cycle_is_stored_packed_and_read_back_as_recorded():
     events = big_cycle()
     cycles_ingest_events(events=events)
     calls = {c.verb: c for c in VerbCall.objects.all()}
-    assert calls["filter"].record["nodes"] == NODES
-    assert calls["filter"].response["NodeNames"] == NODES
-    assert calls["prioritize"].record == msgspec.to_builtins(events[1].prioritize) | {"node_mode": "names"}
-    assert calls["prioritize"].response == msgspec.json.decode(events[1].response)
+    assert stored_record(calls["filter"])["nodes"] == NODES
+    assert stored_answer(calls["filter"])["NodeNames"] == NODES
+    assert stored_record(calls["prioritize"]) == msgspec.to_builtins(events[1].prioritize) | {"node_mode": "names"}
+    assert stored_answer(calls["prioritize"]) == msgspec.json.decode(events[1].response)
     with connection.cursor() as cursor:
         cursor.execute("SELECT record, response, body FROM dashboard_verbcall WHERE verb = 'prioritize'")
         record, response, body = cursor.fetchone()
     # Since migration 0004 a per-node record and its answer are one binary body; the JSON columns stay empty.
     assert (record, response) == (None, None)
     assert bytes(body)[0] == BODY_FORMAT
-    assert len(body) < len(pack(calls["prioritize"].record).stored) / 2
+    assert len(body) < len(pack(stored_record(calls["prioritize"])).stored) / 2
     assert audit_chain_verify().ok
 
 
@@ -77,9 +79,9 @@ def test_a_prioritize_body_refers_to_its_filter_and_reads_back_alone_or_with_its
     cycles_ingest_events(events=events)
     prioritize = VerbCall.objects.get(verb="prioritize")
     expected = msgspec.to_builtins(events[1].prioritize) | {"node_mode": "names"}
-    assert prioritize.record == expected  # alone: the filter call is looked up
-    calls = list(cycles_with_calls().get().calls.all())  # with its cycle: read from the prefetched calls
-    assert {c.verb: c.record for c in calls}["prioritize"] == expected
+    assert stored_record(prioritize) == expected  # alone: the filter call is looked up
+    calls = list(cycle_list_with_calls().get().calls.all())  # with its cycle: read from the prefetched calls
+    assert {r.call.verb: record_builtins(r.recorded) for r in call_reads(calls=calls)}["prioritize"] == expected
 
 
 @pytest.mark.django_db
@@ -100,17 +102,17 @@ def test_altering_a_filter_that_a_prioritize_body_refers_to_breaks_the_chain_at_
         cursor.execute("UPDATE dashboard_verbcall SET body = NULL, record = '{}' WHERE id = %s", [victim.id])
     report = audit_chain_verify()
     assert (report.ok, report.first_broken_id) == (False, victim.id)
-    assert "$unreadable" in VerbCall.objects.get(verb="prioritize").record
+    assert "$unreadable" in stored_record(VerbCall.objects.get(verb="prioritize"))
 
 
 @pytest.mark.django_db
 def test_replacing_a_packed_record_with_its_plain_json_breaks_the_chain_at_that_call():
     cycles_ingest_events(events=big_cycle())
     victim = VerbCall.objects.get(verb="prioritize")
-    plain = msgspec.json.encode(dict(victim.record)).decode()
+    plain = msgspec.json.encode(dict(stored_record(victim))).decode()
     cast = "::jsonb" if connection.vendor == "postgresql" else ""
     with connection.cursor() as cursor:
         cursor.execute(f"UPDATE dashboard_verbcall SET record = %s{cast} WHERE id = %s", [plain, victim.id])  # noqa: S608
-    assert VerbCall.objects.get(id=victim.id).record == victim.record, "the same content, stored plain"
+    assert stored_record(VerbCall.objects.get(id=victim.id)) == stored_record(victim), "the same content, stored plain"
     report = audit_chain_verify()
     assert (report.ok, report.first_broken_id) == (False, victim.id)

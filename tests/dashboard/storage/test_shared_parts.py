@@ -21,6 +21,7 @@ from dashboard.storage.shared_parts import MIN_SHARED_BYTES
 from scheduler_core.compression import decompressor
 from scheduler_core.record import VerbEvent
 from tests.support.demo_verbs import NOW, cycle_events, demo_extender
+from tests.support.stored_calls import stored_answer, stored_record
 
 
 def _cycles(count: int, *, nodes: int = 200, start: float = NOW, seed: int = 21) -> list[list[VerbEvent]]:
@@ -61,8 +62,8 @@ def test_filters_of_one_kind_of_pod_share_one_stored_part_and_read_back_exactly(
     _clear_shared_parts_read()
     for call in VerbCall.objects.all():
         event = next(e for cycle in cycles for e in cycle if e.event_id == call.event_id)
-        assert call.record == record_of(event)
-        assert call.response == msgspec.json.decode(event.response)
+        assert stored_record(call) == record_of(event)
+        assert stored_answer(call) == msgspec.json.decode(event.response)
     with connection.cursor() as cursor:
         cursor.execute("SELECT max(length(body)) FROM dashboard_verbcall WHERE verb = 'filter'")
         (largest,) = cursor.fetchone()
@@ -77,7 +78,7 @@ def test_a_small_filter_keeps_its_lists_in_its_body():
     assert SharedPart.objects.count() == 0
     first = cycles[0][0]
     assert len(msgspec.json.encode(first.filter.nodes)) < MIN_SHARED_BYTES
-    assert VerbCall.objects.get(event_id=first.event_id).record == record_of(first)
+    assert stored_record(VerbCall.objects.get(event_id=first.event_id)) == record_of(first)
 
 
 @pytest.mark.django_db
@@ -94,7 +95,7 @@ def test_an_altered_shared_part_is_reported_by_verification_and_never_read_as_th
     assert not report.ok
     assert report.altered_parts == (shared_part.digest,)
     assert shared_part.digest in report.reason
-    readings = [call.record for call in VerbCall.objects.filter(verb="filter")]
+    readings = [stored_record(call) for call in VerbCall.objects.filter(verb="filter")]
     assert any("does not match its digest" in r.get("$unreadable", "") for r in readings)
 
 
@@ -112,7 +113,7 @@ def test_pruning_deletes_the_parts_only_pruned_calls_referred_to():
     assert SchedulingCycle.objects.count() == 3
     _clear_shared_parts_read()
     for call in VerbCall.objects.filter(verb="filter"):
-        assert call.record["nodes"][-1] in kept
+        assert stored_record(call)["nodes"][-1] in kept
         assert shared_part_data(_digest_of(call)) is not None
     assert audit_chain_verify().ok
     assert cycles_prune(older_than=datetime.fromtimestamp(NOW + 86400, tz=UTC)).parts_deleted == _kinds(new)
@@ -138,7 +139,7 @@ def test_a_part_pruned_away_is_stored_again_by_a_late_call_that_refers_to_it():
     late = [msgspec.structs.replace(e, started_at=e.started_at + 120) for e in cycles[1]]  # after an outage
     cycles_ingest_events(events=late)
     _clear_shared_parts_read()
-    assert VerbCall.objects.get(event_id=late[0].event_id).record == record_of(late[0])
+    assert stored_record(VerbCall.objects.get(event_id=late[0].event_id)) == record_of(late[0])
     assert SharedPart.objects.get().last_used_at == datetime.fromtimestamp(late[0].started_at, tz=UTC)
 
 
@@ -153,8 +154,8 @@ def test_a_filter_answered_otherwise_than_the_part_keeps_its_own_answer():
     )
     cycles_ingest_events(events=[first, other])
     _clear_shared_parts_read()
-    assert VerbCall.objects.get(event_id=first.event_id).response == msgspec.json.decode(first.response)
-    assert VerbCall.objects.get(event_id=other.event_id).response == answer
+    assert stored_answer(VerbCall.objects.get(event_id=first.event_id)) == msgspec.json.decode(first.response)
+    assert stored_answer(VerbCall.objects.get(event_id=other.event_id)) == answer
     assert SharedPart.objects.count() == 1
     shared = {call.event_id: _filter_body_of(call).answer_shared for call in VerbCall.objects.all()}
     assert shared == {first.event_id: True, other.event_id: False}, "the first's answer is the part's"

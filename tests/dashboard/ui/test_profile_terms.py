@@ -1,7 +1,7 @@
 """What the cycle pages say when the profiles file is broken, and how they judge the traffic's age.
 
 The pages read the profiles file for the profile list, the filter columns and the traffic window and staleness limit
-of a cycle (``dashboard.selectors.cycle_traffic_terms``): a broken file must be named on the page, not a 500.
+of a cycle (``dashboard.selectors.cycles.cycle_traffic_terms``): a broken file must be named on the page, not a 500.
 """
 
 from __future__ import annotations

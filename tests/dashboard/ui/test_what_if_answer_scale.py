@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from dashboard.models import SchedulingCycle
-from dashboard.selectors import cycle_and_calls
+from dashboard.selectors.cycles import cycle_get_read
 from dashboard.ui import presenters
 from scheduler_core.answer import DEFAULT_ANSWER_SCALE
 from scheduler_core.binding import SimulatedBinder
@@ -63,11 +63,12 @@ def answers(body: str) -> dict[str, tuple[str, str]]:
 
 def recorded(cycle: SchedulingCycle) -> tuple[list[str], list[float], list[int]]:
     """The cycle's prioritize record as the dashboard reads it back: nodes, final scores, answers."""
-    found = cycle_and_calls(cycle_id=cycle.pk)
+    found = cycle_get_read(cycle_id=cycle.pk)
     assert found is not None
-    prioritize = presenters.build_decision(*found, None, traffic_terms=TrafficTerms()).prioritize_record
+    decision = presenters.build_decision(found.cycle, found.calls, None, traffic_terms=TrafficTerms())
+    prioritize = decision.prioritize_record
     assert prioritize is not None
-    return prioritize["nodes"], prioritize["final"], prioritize["extender"]
+    return prioritize.nodes, prioritize.final, prioritize.extender
 
 
 def spread(finals: list[float]) -> list[int]:

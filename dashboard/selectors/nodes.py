@@ -1,4 +1,4 @@
-"""Reads for the nodes page: per-node counts over the retained record, and traffic over time.
+"""Reads of nodes for the nodes page and the API: per-node counts over the retained record, and traffic over time.
 
 The counts are the ones the ingester and the pruner keep (``NodeTally``, ``NodeReasonTally``:
 ``dashboard.services.node_tallies``), read in one query each: nothing here decodes calls to count them, so the page
@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from dashboard.models import NodeReasonTally, NodeTally, SchedulingCycle
-from dashboard.ui.selectors import recent_calls, stored_filter_record
+from dashboard.selectors.cycles import call_filter_record, call_list_recent
 from scheduler_core.record import FILTER
 
 REFRESH_HISTORY = timedelta(hours=6)
@@ -71,7 +73,7 @@ class NodesReport:
     """The latest recorded filter call's start, when ``source`` is ``call``."""
 
 
-def nodes_report() -> NodesReport:
+def node_report() -> NodesReport:
     """Every node of the retained record with its counts and reasons, most placed first, and its traffic."""
     stats: dict[str, NodeStats] = {}
     rows = NodeTally.objects.values_list(
@@ -121,7 +123,7 @@ def _latest_call_traffic(stats: dict[str, NodeStats]) -> datetime | None:
     """Without refresh snapshots: each node's traffic as the latest answered filter call recorded it (one point),
     among the newest calls. Returns that call's start, None when there is none or it recorded no traffic."""
     latest = (
-        recent_calls()
+        call_list_recent()
         .filter(verb=FILTER, http_status=200)
         .order_by("-id")
         .values_list("started_at", "body", "record_json")
@@ -130,13 +132,25 @@ def _latest_call_traffic(stats: dict[str, NodeStats]) -> datetime | None:
     if latest is None or not stats:
         return None
     at, body, record_json = latest
-    record = stored_filter_record(body, record_json)
-    traffic: list[float | None] = record.get("traffic_bytes", [])
-    if not traffic:
+    record = call_filter_record(body=body, record_json=record_json)
+    if record is None or not record.traffic_bytes:
         return None
-    for name, value in zip(record.get("nodes", []), traffic, strict=False):
+    for name, value in zip(record.nodes, record.traffic_bytes, strict=False):
         entry = stats.get(name)
         if entry is not None:
             entry.traffic = [(at, value)]
             entry.missing_series = int(value is None)
     return at
+
+
+def node_list() -> QuerySet[NodeTally]:
+    return NodeTally.objects.all()
+
+
+def node_reasons(*, nodes: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Why each of ``nodes`` was filtered out over the retained record, most common first: one query."""
+    found: dict[str, list[dict[str, Any]]] = {node: [] for node in nodes}
+    rows = NodeReasonTally.objects.filter(node__in=nodes).order_by("node", "-count", "plugin", "reason")
+    for node, plugin, reason, count in rows.values_list("node", "plugin", "reason", "count"):
+        found[node].append({"plugin": plugin, "reason": reason, "count": count})
+    return found
