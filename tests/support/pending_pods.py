@@ -17,6 +17,7 @@ from dashboard.placements.pump import PlacementPump
 from scheduler_core.placement_watch import PlacementWatcher
 from tests.support.fake_kube_api import FakeKubeAPI, api_client_for, failed_scheduling_event
 from tests.support.recording import Recorder, make_pod
+from tests.support.stored_calls import stored_record
 
 OURS = "schedlens-scheduler"
 NAMESPACE = "shop"
@@ -51,7 +52,7 @@ def leave_waiting_pods(api: FakeKubeAPI, recorder: Recorder | None = None) -> Wa
 
     template, stored = pods["gpu-job"]  # kube-scheduler's filters let every node through; ours refuses each of them
     cycle = recorder.schedule(template, profile="gpu-aware", nodes=["node-3", "node-4", "node-5", "node-6"])
-    failures = next(c.record for c in cycle.calls.all() if c.verb == "filter")["failures"]
+    failures = next(stored_record(c) for c in cycle.calls.all() if c.verb == "filter")["failures"]
     api.put_event(failed_scheduling_event(stored, quoting(failures, Counter(), 4)))
 
     _, stored = pods["big-cpu"]  # refused by kube-scheduler's own filters: our filter is never asked
@@ -59,7 +60,7 @@ def leave_waiting_pods(api: FakeKubeAPI, recorder: Recorder | None = None) -> Wa
 
     template, stored = pods["web-busy"]  # 5 nodes refused by kube-scheduler, the one left by our filter
     cycle = recorder.schedule(template, profile="default", nodes=["node-4"])
-    failures = next(c.record for c in cycle.calls.all() if c.verb == "filter")["failures"]
+    failures = next(stored_record(c) for c in cycle.calls.all() if c.verb == "filter")["failures"]
     api.put_event(failed_scheduling_event(stored, quoting(failures, Counter({"Insufficient memory": 5}), 6)))
     return WaitingPods(ours=pods["gpu-job"][1], kube=pods["big-cpu"][1], both=pods["web-busy"][1])
 
