@@ -43,7 +43,6 @@ from scheduler_core.record import (
     PreemptRecord,
     VerbEvent,
 )
-from scheduler_core.reorder import filter_in_order, prioritize_in_order
 
 SERVER_ID = f"{socket.gethostname()}:{os.getpid()}"
 log = logging.getLogger(__name__)
@@ -207,14 +206,13 @@ class Extender:
 
     def _candidates(
         self, body: bytes, *, images: bool = True
-    ) -> tuple[wire.ExtenderArgs, NodeMode, list[NodeInfo], list[msgspec.Raw], SharedColumns, list[int] | None]:
+    ) -> tuple[wire.ExtenderArgs, NodeMode, list[NodeInfo], list[msgspec.Raw], SharedColumns]:
         """The decoded body and its candidates as NodeInfo, with where to keep per-node columns of them.
 
         ``images``: some plugin of the call reads the nodes' images. Without it a full-Nodes item is decoded only
         as far as its ``metadata`` (the rest of a 10–20 KB node is skipped unread), which is most of a full-Nodes
-        filter's time at 1000 nodes. A NodeNames list seen before is not decoded or looked up again, and the same
-        names in another order come in the order first seen, with where each of the request's is among them (the
-        last value; :mod:`scheduler_core.candidates`).
+        filter's time at 1000 nodes. A NodeNames list seen before is not decoded or looked up again
+        (:mod:`scheduler_core.candidates`).
         """
         args, raw_names = wire.decode_extender_args_known_names(body, self._candidates_memo.known)
         if args.nodes is not None:
@@ -225,9 +223,9 @@ class Extender:
                 metas = [wire.decode_node_meta(raw, i).metadata for i, raw in enumerate(raws)]
                 infos = [NodeInfo(meta.name, meta.labels or {}) for meta in metas]
             wire.check_node_names(list(map(_name, infos)), wire.NODE_ITEM_NAME_PATH)
-            return args, "nodes", infos, raws, new_shared_columns(), None
-        nodes, shared, order = self._candidates_memo.candidates(raw_names, args.node_names or [], self.cluster)
-        return args, "names", nodes, [], shared, order
+            return args, "nodes", infos, raws, new_shared_columns()
+        nodes, shared = self._candidates_memo.candidates(raw_names, args.node_names or [], self.cluster)
+        return args, "names", nodes, [], shared
 
     def _unknown(self, mode: NodeMode, nodes: Sequence[NodeInfo], shared: SharedColumns) -> set[str]:
         """NodeNames entries a node cache that knows every node does not hold (never in full-Nodes mode).
@@ -253,15 +251,12 @@ class Extender:
         if profile is None:
             return self._unknown_profile(FILTER, profile_name, started)
         try:
-            args, mode, nodes, raws, shared, order = self._candidates(body, images=_reads_images(profile.filters))
+            args, mode, nodes, raws, shared = self._candidates(body, images=_reads_images(profile.filters))
         except wire.WireError as exc:
             return self._refuse(FILTER, profile_name, started, 400, exc)
         pod = pod_info(args.pod)
         decision, record = run_filter(profile, self._context(profile, pod, started.at, shared), nodes)
         unknown = self._unknown(mode, nodes, shared)
-        if order is not None:  # worked out in the order these names first came: answered in the request's
-            decision, record = filter_in_order(decision, record, args.node_names or [], order)
-            nodes = list(map(nodes.__getitem__, order))
         if unknown:
             _fail_unknown(decision, record, nodes, unknown)
         if mode == "nodes":
@@ -271,7 +266,7 @@ class Extender:
             answer = wire.encode(result)
             result.nodes = wire.NodeListOut(items=[_echo_marker(nodes[i].name) for i in decision.passed])
             recorded = msgspec.Raw(wire.encode(result))
-        elif unknown or order is not None:
+        elif unknown:
             answer, recorded = _encoded_filter_result(decision, record)
         else:  # the same verdicts, the same answer: encoded once per outcome
             encode = partial(_encoded_filter_result, decision, record)
@@ -295,15 +290,12 @@ class Extender:
             return self._unknown_profile(PRIORITIZE, profile_name, started)
         try:
             scorers = (s.plugin for s in profile.scorers)
-            args, mode, nodes, _, shared, order = self._candidates(body, images=_reads_images(scorers))
+            args, mode, nodes, _, shared = self._candidates(body, images=_reads_images(scorers))
         except wire.WireError as exc:
             return self._refuse(PRIORITIZE, profile_name, started, 400, exc)
         pod = pod_info(args.pod)
         record = run_prioritize(profile, self._context(profile, pod, started.at, shared), nodes)
-        unknown = self._unknown(mode, nodes, shared)
-        if order is not None:  # worked out in the order these names first came: answered in the request's
-            record = prioritize_in_order(record, args.node_names or [], order)
-        if unknown:
+        if unknown := self._unknown(mode, nodes, shared):
             forced = [i for i, name in enumerate(record.nodes) if name in unknown]
             for i in forced:
                 record.final[i] = 0.0
@@ -312,10 +304,7 @@ class Extender:
             notes = dict.fromkeys(sorted(unknown), UNKNOWN_NODE)
             record.plugins.append(PluginScores(name=NODE_CACHE, weight=0, scores=zero, notes=notes, applicable=False))
         names = record.nodes
-        if order is None:
-            prefixes = shared_column(shared, "host_prefixes", (names,), partial(wire.host_prefixes, names))
-        else:
-            prefixes = wire.host_prefixes(names)
+        prefixes = shared_column(shared, "host_prefixes", (names,), partial(wire.host_prefixes, names))
         answer = wire.encode_host_priorities(names, record.extender, prefixes)
         event = self._event(
             PRIORITIZE,

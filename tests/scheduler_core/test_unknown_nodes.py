@@ -101,24 +101,3 @@ def test_preempt_drops_an_unknown_candidate_with_the_reason():
 
     assert set(json.loads(result.body)["NodeNameToMetaVictims"]) == {"node-1"}
     assert result.event.preempt.dropped == {"ghost": UNKNOWN_NODE}
-
-
-def test_names_unknown_to_the_cache_in_another_order_of_a_list_are_answered_as_a_fresh_extender_does():
-    """The memo knows a list by its set of names: another order of it, unknown names included, gets the answer and
-    the record of that order."""
-    orders = [["node-1", "ghost", "node-2", "also-gone"], ["also-gone", "node-2", "node-1", "ghost"]]
-    remembering = extender(SyncedCache(KNOWN))
-
-    def fresh_extender() -> Extender:  # the same traffic snapshot (its age is recorded)
-        made = extender(SyncedCache(KNOWN))
-        made.traffic = remembering.traffic
-        return made
-
-    for verb in ("filter", "prioritize"):
-        for names in orders + orders:
-            got = getattr(remembering, verb)("default", args(names))
-            fresh = getattr(fresh_extender(), verb)("default", args(names))
-            assert (got.status, got.body) == (fresh.status, fresh.body)
-            recorded, expected = getattr(got.event, verb), getattr(fresh.event, verb)
-            assert msgspec.json.encode(recorded) == msgspec.json.encode(expected)
-            assert recorded.nodes == names
