@@ -10,10 +10,10 @@ Two kinds, each kept where it is cheapest and correct under gunicorn's several w
   ``runserver``) the default registry is used. Counting in Redis instead would add a network round trip to
   every verb for a number read every 15–30 s.
 - **State** (snapshot age per query and source, nodes without metrics, unmatched series, refresh duration and
-  errors, spool depth, the pods waiting for a node and why) is read at scrape time by a collector, from where it
-  lives: Redis (written by the Celery workers, which may run on other hosts) or this process's store, the spool,
-  and the database (the placement watcher's live pending list). Every worker then reports the same numbers and
-  nothing needs adding up.
+  errors, spool depth, the served profiles' versions, the pods waiting for a node and why) is read at scrape time
+  by a collector, from where it lives: Redis (written by the Celery workers, which may run on other hosts) or this
+  process's store, the spool, the runtime's profiles, and the database (the placement watcher's live pending list).
+  Every worker then reports the same numbers and nothing needs adding up.
 
 Profile labels are limited to the configured profiles (anything else is ``unknown``): the path is chosen by
 the caller, and a label per typo would grow the series without bound.
@@ -107,7 +107,21 @@ class StateCollector(Collector):
         except Exception:  # a broken spool is exactly what this metric should show, not hide behind a 500
             depth.add_metric([], float("nan"))
         yield depth
+        yield self._profile_versions(runtime)
         yield from self._pending(runtime)
+
+    @staticmethod
+    def _profile_versions(runtime: Runtime) -> Metric:
+        """The version of each profile this replica serves (``Profile.version()``), as an info metric: a rollout shows
+        as the label changing, and replicas serving different versions of one profile as two series at once."""
+        versions = GaugeMetricFamily(
+            "schedlens_profile_version_info",
+            "The version each served profile has: the first 12 hex digits of the SHA-256 of its normalized definition.",
+            labels=["profile", "version"],
+        )
+        for name, profile in sorted(runtime.profiles.items()):
+            versions.add_metric([name, profile.version()], 1.0)
+        return versions
 
     @staticmethod
     def _pending(runtime: Runtime) -> Iterator[Metric]:

@@ -80,6 +80,15 @@ def test_verb_latency_is_counted_per_verb_and_profile_and_unknown_profiles_share
     assert sample(text, "schedlens_traffic_snapshot_nodes", source="synthetic") == 1.0
 
 
+def test_each_served_profile_reports_its_version_so_a_rollout_is_visible(client, inprocess_runtime) -> None:
+    text = scrape(client)
+
+    for name, profile in inprocess_runtime.profiles.items():
+        assert sample(text, "schedlens_profile_version_info", profile=name, version=profile.version()) == 1.0
+    versions = [line for line in text.splitlines() if line.startswith("schedlens_profile_version_info{")]
+    assert len(versions) == len(inprocess_runtime.profiles), "one version per profile this replica serves"
+
+
 @pytest.mark.prometheus
 @pytest.mark.django_db(transaction=True)
 def test_in_redis_mode_the_workers_refresh_duration_errors_and_snapshot_state_are_exposed(

@@ -211,6 +211,8 @@ FUTURE_SECONDS = 10 * 60
 SCENARIOS = ("healthy", "broken")
 PODS = ("schedlens-web-0", "schedlens-web-1")
 JOB = "schedlens"
+STALE_PROFILE_VERSION = "0123456789ab"
+"""The version one replica of the broken installation still serves: replicas disagree on a profile's rules."""
 VERB_RATE = 10.0
 """Answers per second of every verb, profile and status 200 series."""
 
@@ -259,6 +261,7 @@ def scenario_value(sample: str, labels: Mapping[str, str], scenario: str, pod: s
         "schedlens_traffic_refresh_failing": 1.0 if broken else 0.0,
         "schedlens_traffic_refresh_last_duration_seconds": 9.0 if broken else 0.05,
         "schedlens_redis_up": 0.0 if broken else 1.0,
+        "schedlens_profile_version_info": 1.0,  # the broken installation's second pod: another version (below)
         "schedlens_pods_waiting": 3.0 if broken else 0.0,
         "schedlens_pods_waiting_longest_seconds": 1200.0 + elapsed if broken else 30.0 + refreshes % 1 * 15.0,
         "schedlens_spool_depth": (
@@ -284,6 +287,8 @@ def history_openmetrics(families: tuple[Family, ...], anchor: int) -> str:
                 target = {"job": JOB, "namespace": scenario, "pod": pod, "instance": f"{pod}.{scenario}:8000"}
                 for sample, labels in family.samples:
                     every = {**dict(labels), **target}
+                    if family.name == "schedlens_profile_version_info" and scenario == "broken" and pod == PODS[1]:
+                        every["version"] = STALE_PROFILE_VERSION  # a replica still on the profile file before
                     text = ",".join(f'{k}="{_escape_label_value(v)}"' for k, v in sorted(every.items()))
                     for ts in stamps:
                         value = scenario_value(sample, dict(labels), scenario, pod, float(ts - start))
