@@ -38,7 +38,16 @@ from dashboard.storage.packed_json import pack
 from dashboard.storage.shared_parts import SharedPartBytes
 from scheduler_core.answer import preference_tied
 from scheduler_core.lru import LRU
-from scheduler_core.record import BIND, FILTER, PRIORITIZE, CallRecord, VerbEvent
+from scheduler_core.record import (
+    BIND,
+    FILTER,
+    PRIORITIZE,
+    BindRecord,
+    CallRecord,
+    FilterRecord,
+    PrioritizeRecord,
+    VerbEvent,
+)
 from scheduler_core.spool_codec import answer_of, decode_event
 
 
@@ -134,18 +143,7 @@ class Summary:
                 event.filter or event.prioritize or event.bind or event.preempt or event.error_path or event.node_mode
             ),
         )
-        if (filtered := event.filter) is not None:
-            summary.nodes, summary.ages = filtered.nodes, (filtered.metric_age_seconds,)
-            summary._passed(filtered.passed)
-        elif (scored := event.prioritize) is not None:
-            summary.nodes = scored.nodes
-            if scored.nodes:
-                best = scored.final.index(max(scored.final))
-                summary.preferred = scored.nodes[best]
-                summary.answer_tie = preference_tied(scored.final, scored.extender)
-            summary.ages = (None, *(p.metric_age_seconds for p in scored.plugins))
-        elif event.bind is not None:
-            summary.bind_node = event.bind.node
+        summary._fold(event.filter, event.prioritize, event.bind)
         return summary
 
     @classmethod
@@ -162,19 +160,23 @@ class Summary:
             record.node_mode,
             bool(record_builtins(record)),
         )
-        if (filtered := record.filter) is not None:
-            summary.nodes, summary.ages = filtered.nodes, (filtered.metric_age_seconds,)
-            summary._passed(filtered.passed)
-        elif (scored := record.prioritize) is not None:
-            summary.nodes = scored.nodes
+        summary._fold(record.filter, record.prioritize, record.bind)
+        return summary
+
+    def _fold(self, filtered: FilterRecord | None, scored: PrioritizeRecord | None, bound: BindRecord | None) -> None:
+        """The summary columns a call's record gives, whether it comes from an event or from a stored call."""
+        if filtered is not None:
+            self.nodes, self.ages = filtered.nodes, (filtered.metric_age_seconds,)
+            self._passed(filtered.passed)
+        elif scored is not None:
+            self.nodes = scored.nodes
             if scored.nodes:
                 best = scored.final.index(max(scored.final))
-                summary.preferred = scored.nodes[best]
-                summary.answer_tie = preference_tied(scored.final, scored.extender)
-            summary.ages = (None, *(p.metric_age_seconds for p in scored.plugins))
-        elif record.bind is not None:
-            summary.bind_node = record.bind.node
-        return summary
+                self.preferred = scored.nodes[best]
+                self.answer_tie = preference_tied(scored.final, scored.extender)
+            self.ages = (None, *(p.metric_age_seconds for p in scored.plugins))
+        elif bound is not None:
+            self.bind_node = bound.node
 
     def _passed(self, passed: Sequence[str]) -> None:
         self.passed_count = len(passed)
