@@ -15,10 +15,8 @@ was bound*. So every call here passes ``_preload_content=False`` and reads statu
 
 The Binding itself is not sent through the generated method: its pydantic validation, model objects and
 serialization cost about a fifth of the bind verb's CPU (the A/B in ``benchmarks/results-cost.md``). It is posted as
-JSON bytes through the same client's connection pool (its TLS settings, proxy and retries) with the headers the
-generated method sends (``Accept``, the client's default headers and cookie, and its authorization, asked for on
-every request as the generated client does, so refreshed tokens are used), plus ``Content-Type``. A 2xx answer is
-the bind; nothing is read back.
+JSON bytes through the same client's connection pool by :class:`JsonPoster` (which ``kube_events`` uses too). A 2xx
+answer is the bind; nothing is read back.
 """
 
 from __future__ import annotations
@@ -44,7 +42,15 @@ from kubernetes.config.incluster_config import InClusterConfigLoader
 
 from scheduler_core.binding import BindOutcome, PlacementUnknownError, PodPlacement
 
-__all__ = ["KubeConfigError", "KubernetesBinder", "is_timeout", "load_api_client", "read_raw", "with_bounded_retries"]
+__all__ = [
+    "JsonPoster",
+    "KubeConfigError",
+    "KubernetesBinder",
+    "is_timeout",
+    "load_api_client",
+    "read_raw",
+    "with_bounded_retries",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +127,46 @@ def _client_from_kubeconfig(paths: str) -> client.ApiClient:
     return client.ApiClient(configuration)
 
 
+class JsonPoster:
+    """POSTs JSON bytes to the API server through an ``ApiClient``'s own connection pool (its TLS settings, proxy
+    and retries), with the headers its generated methods send: ``Accept``, the client's default headers and cookie,
+    and its authorization, asked for on every request as the generated client does (so refreshed tokens are used),
+    plus ``Content-Type``. The raw answer is the caller's to read (:func:`read_raw`).
+
+    For what schedlens writes on every placement (the Binding, the ``Explained`` Event): the generated methods'
+    pydantic validation, model objects and serialization cost more than the HTTP exchange itself
+    (``benchmarks/cost/bind_parts.py`` measures both ways).
+    """
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self._api_client = api_client
+        self._configuration = api_client.configuration
+        pool: urllib3.PoolManager = api_client.rest_client.pool_manager
+        # The API server's own connection pool, looked up once: PoolManager.request parses the URL and looks the pool
+        # up again on every request. Through a proxy as the client goes.
+        host, origin = self._configuration.host, urllib3.util.parse_url(self._configuration.host)
+        direct = not isinstance(pool, urllib3.ProxyManager) and origin.host is not None
+        self._origin = pool.connection_from_url(host) if direct else pool
+        self._base = (origin.path or "") if direct else host
+
+    def url(self, path: str) -> str:
+        """The URL to pass to :meth:`post` for an API ``path`` (``/api/v1/...``)."""
+        return f"{self._base}{path}"
+
+    def post(self, url: str, body: bytes, timeout: float) -> urllib3.BaseHTTPResponse:
+        """POST ``body`` (JSON) to ``url`` (from :meth:`url`) as ``RESTClientObject.request`` sends it; raw answer."""
+        headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        headers.update(self._api_client.default_headers)
+        if self._api_client.cookie:
+            headers["Cookie"] = self._api_client.cookie
+        for auth in self._configuration.auth_settings().values():  # BearerToken, refreshed by its hook if any
+            if auth.get("in") == "header" and auth.get("value"):
+                headers[auth["key"]] = auth["value"]
+        return self._origin.urlopen(
+            "POST", url, body=body, headers=headers, timeout=urllib3.Timeout(total=timeout), preload_content=False
+        )
+
+
 # ----------------------------------------------------------------------------
 # Binding
 # ----------------------------------------------------------------------------
@@ -158,13 +204,7 @@ class KubernetesBinder:
         self._api_client = with_bounded_retries(api_client)
         self._core = client.CoreV1Api(self._api_client)
         self._configuration = self._api_client.configuration
-        self._pool: urllib3.PoolManager = self._api_client.rest_client.pool_manager
-        # Bindings go to the API server's own connection pool, looked up once: PoolManager.request parsed the URL and
-        # looked the pool up again on every bind (a fifth of the binder's CPU). Through a proxy as the client goes.
-        host, origin = self._configuration.host, urllib3.util.parse_url(self._configuration.host)
-        direct = not isinstance(self._pool, urllib3.ProxyManager) and origin.host is not None
-        self._origin = self._pool.connection_from_url(host) if direct else self._pool
-        self._base = (origin.path or "") if direct else host
+        self._poster = JsonPoster(self._api_client)
 
     def close(self) -> None:
         """Release this binder's connection pool (the caller's ``api_client`` is left alone)."""
@@ -186,7 +226,7 @@ class KubernetesBinder:
             if remaining < _MIN_REQUEST_SECONDS:
                 return self._timed_out(throttled)
             try:
-                response = self._post(url, body, remaining)
+                response = self._poster.post(url, body, remaining)
                 status, data = read_raw(response)
             except urllib3.exceptions.SSLError as exc:  # as the generated client reports it: no HTTP answer
                 return _failure(f"could not reach the API server: {type(exc).__name__}", "no HTTP answer")
@@ -240,7 +280,9 @@ class KubernetesBinder:
         """URL (a path, for the API server's pool) and JSON body of ``POST pods/{name}/binding``: the ``v1.Binding``
         the generated client would send."""
         safe = self._configuration.safe_chars_for_path_param
-        url = f"{self._base}/api/v1/namespaces/{quote(namespace, safe=safe)}/pods/{quote(name, safe=safe)}/binding"
+        url = self._poster.url(
+            f"/api/v1/namespaces/{quote(namespace, safe=safe)}/pods/{quote(name, safe=safe)}/binding"
+        )
         metadata = {"name": name, "namespace": namespace, **({"uid": uid} if uid else {})}
         binding = {
             "apiVersion": "v1",
@@ -249,19 +291,6 @@ class KubernetesBinder:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         return url, msgspec.json.encode(binding)
-
-    def _post(self, url: str, body: bytes, timeout: float) -> urllib3.BaseHTTPResponse:
-        """POST ``body`` through the client's pool, as ``RESTClientObject.request`` sends a JSON body; raw answer."""
-        headers = {"Accept": "application/json", "Content-Type": "application/json"}
-        headers.update(self._api_client.default_headers)
-        if self._api_client.cookie:
-            headers["Cookie"] = self._api_client.cookie
-        for auth in self._configuration.auth_settings().values():  # BearerToken, refreshed by its hook if any
-            if auth.get("in") == "header" and auth.get("value"):
-                headers[auth["key"]] = auth["value"]
-        return self._origin.urlopen(
-            "POST", url, body=body, headers=headers, timeout=urllib3.Timeout(total=timeout), preload_content=False
-        )
 
     def _throttle_wait(self, headers: Any, waited: float, deadline: float) -> float | None:
         """Seconds to wait before retrying a 429, or None when the budget does not allow another attempt."""

@@ -1,19 +1,22 @@
 """Events about pods (``events.k8s.io/v1``) written through the official ``kubernetes`` client.
 
 Kept apart from binding (``kube_api``): an Event is best-effort and bounded by its own timeout, and a failure is
-reported as a short kind for the caller to count, never raised, since no placement may wait on it.
+reported as a short kind for the caller to count, never raised, since no placement may wait on it. Posted as JSON
+bytes through the client's own pool (``kube_api.JsonPoster``), as the Binding is: one per placement, and the
+generated ``create_namespaced_event`` (pydantic validation, model objects) cost more than the request itself.
 """
 
 from __future__ import annotations
 
 import time
 from typing import Any, Final
+from urllib.parse import quote
 
+import msgspec
 import urllib3
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
-from scheduler_core.kube_api import is_timeout, read_raw, with_bounded_retries
+from scheduler_core.kube_api import JsonPoster, is_timeout, read_raw, with_bounded_retries
 
 __all__ = ["NOTE_LIMIT_BYTES", "KubernetesEventWriter"]
 
@@ -44,7 +47,8 @@ class KubernetesEventWriter:
             raise ValueError("timeout_seconds must be positive")
         self._timeout = float(timeout_seconds)
         self._api_client = with_bounded_retries(api_client)
-        self._events = client.EventsV1Api(self._api_client)
+        self._poster = JsonPoster(self._api_client)
+        self._safe = self._api_client.configuration.safe_chars_for_path_param
 
     def close(self) -> None:
         self._api_client.close()  # type: ignore[no-untyped-call]
@@ -76,18 +80,9 @@ class KubernetesEventWriter:
             "reportingInstance": instance[:128],
             "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": uid},
         }
+        url = self._poster.url(f"/apis/events.k8s.io/v1/namespaces/{quote(namespace, safe=self._safe)}/events")
         try:
-            # A plain dict body is sent as is (the typed model would only be serialised back to the same JSON).
-            response = self._events.create_namespaced_event(
-                namespace,
-                body,  # type: ignore[arg-type]
-                _preload_content=False,
-                _request_timeout=self._timeout,
-            )
-            read_raw(response)
-            return ""
-        except ApiException as exc:
-            status = exc.status if isinstance(exc.status, int) else 0
-            return str(status) if status else "unreachable"
+            status, _ = read_raw(self._poster.post(url, msgspec.json.encode(body), self._timeout))
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             return "timeout" if is_timeout(exc) else "unreachable"
+        return "" if 200 <= status <= 299 else str(status)

@@ -37,6 +37,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             query=parse_qs(parts.query),
             headers={k: v for k, v in self.headers.items()},
             body=body,
+            peer=(str(self.client_address[0]), int(self.client_address[1])),
         )
         self.fake._record(request)
         response = self.fake.handle(request)

@@ -22,6 +22,8 @@ class RecordedRequest:
     headers: dict[str, str]
     body: Any
     """The parsed JSON body; the raw text if it was not JSON; None if there was no body."""
+    peer: tuple[str, int] = ("", 0)
+    """The client's address and port: requests on one kept-alive connection share it."""
 
 
 @dataclass
