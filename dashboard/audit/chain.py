@@ -32,7 +32,7 @@ from django.db import DatabaseError, connection
 from django.db.models import Max, Min
 
 from dashboard.models import AuditCheckpoint, AuditVerification, ChainOrigin, SharedPart, VerbCall
-from dashboard.services.node_tallies import DayTallies, NodeCounts, tallies_add, tallies_merge, tally_call
+from dashboard.services.node_tallies import DayTallies, tally_call
 from dashboard.storage.packed_json import stored_form
 
 GENESIS = "0" * 64
@@ -207,21 +207,16 @@ class ChainAppender:
         self.recorded_at = recorded_at
         """The ``recorded_at`` of the calls appended: the database's clock once the chain lock is held, so that it
         grows with the ids whichever ingester appends (a day of calls is one stretch of the chain)."""
-        self._tallies: dict[str, NodeCounts] = {}
+
+    @property
+    def day(self) -> date:
+        """The day the calls appended are stored on (their ``recorded_at``, UTC): the node counts' day."""
+        return self.recorded_at.astimezone(UTC).date()
 
     def link(self, content: bytes) -> str:
-        """Link the next call (its ``call_content``) to the chain; the caller counts it (:meth:`count`)."""
+        """Link the next call (its ``call_content``) to the chain; the caller counts it (``BatchTallies``)."""
         self.head = chain_link(self.head, content)
         return self.head
-
-    def count(self, tallies: Mapping[str, NodeCounts]) -> None:
-        """Add per-node counts of calls linked with :meth:`link`."""
-        tallies_merge(self._tallies, tallies)
-
-    def close(self) -> None:
-        """Write the per-node counts of the calls appended (call once, before the transaction commits)."""
-        tallies_add(self._tallies, day=self.recorded_at.astimezone(UTC).date())
-        self._tallies = {}
 
 
 def audit_chain_open() -> ChainAppender:

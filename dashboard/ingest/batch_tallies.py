@@ -1,64 +1,67 @@
-"""Per-node counts of an ingest batch's new calls (``node_tallies`` counts and stores them; this counts a batch's
-calls a distinct list at a time, as the ingester needs)."""
+"""Per-node counts of an ingest batch's new calls (``node_tallies`` counts and stores them; this gathers a batch's,
+as the ingester needs).
+
+A batch's filters list hundreds of candidates each, and kube-scheduler sends no two pods the same list, so whatever
+walks the names in Python walks every candidate of every call. Here a call adds only references to its lists
+(:meth:`BatchTallies.add`); on PostgreSQL the batch's lists go to the database as a few arrays, concatenated and
+JSON-encoded in C, and the database counts them per node in the upsert itself (``record_writes.tallies_upsert``).
+SQLite (the demo) counts them here, a node at a time (:meth:`BatchTallies.counts`).
+"""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from itertools import repeat
+from datetime import UTC, date, datetime
+from itertools import chain, repeat
+
+from django.db import connection
 
 from dashboard.ingest.new_calls import NewCall
-from dashboard.services.node_tallies import NodeCounts, Reasons, count_reasons
+from dashboard.ingest.record_writes import NodeElements, ReasonElements, tallies_upsert
+from dashboard.models import REASON_LIMIT, REASON_PLUGIN_LIMIT
+from dashboard.services.node_tallies import NodeCounts, Reasons, count_reasons, reason_key, tallies_add
 from scheduler_core.record import BIND, FILTER
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _micros(at: datetime) -> int:
+    """``at`` as whole microseconds since the epoch: exact, as the database takes it back (``tallies_upsert``)."""
+    return (at - _EPOCH) // _MICROSECOND
+
+
+_MICROSECOND = datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=UTC) - _EPOCH
+
+
+@dataclass(slots=True)
+class _Filter:
+    nodes: Sequence[str]
+    failures: Mapping[str, Mapping[str, str]] | None
+    at: datetime
 
 
 @dataclass
 class BatchTallies:
-    """Per-node counts of an ingest batch's new calls, as :func:`tally_call` counts them, a distinct list at a time.
+    """Per-node counts of an ingest batch's new calls, as :func:`node_tallies.tally_call` counts them: the answered
+    filters' candidates *considered* and failed nodes *filtered out* (with their reasons), the nodes' latest time
+    seen (a filter's candidates, a bind's node), and the cycles' preferred and placed nodes (:meth:`move`)."""
 
-    Most filters of a batch list the same candidates (a cluster's nodes, pod after pod), and fail the same nodes for
-    the same reasons, so a list (or a filter's failures) is counted once with how many calls had it, and only
-    :meth:`counts` walks it. They are told apart by identity, not content: the same candidate list or outcome is one
-    object from call to call (the spool's reader and the hand-over from a builder process share them), and a copy
-    with the same names only adds another entry that counts the same nodes, so no tuple of every name is built and
-    hashed per call.
-    """
-
-    considered: Counter[int] = field(default_factory=Counter)
-    """Candidate list (by ``id``) → how many filter calls listed it."""
-    filtered_out: Counter[int] = field(default_factory=Counter)
-    """A filter's failures, {node: {plugin: reason}} (by ``id``) → how many filter calls had them."""
+    filters: list[_Filter] = field(default_factory=list)
+    binds: list[tuple[str, datetime]] = field(default_factory=list)
     placements: Counter[str] = field(default_factory=Counter)
     """The change in cycles placed on each node (:meth:`move`)."""
     preferred: Counter[str] = field(default_factory=Counter)
     """The change in cycles preferring each node (:meth:`prefer`)."""
-    seen: dict[int | str, datetime] = field(default_factory=dict)
-    """Candidate lists (by ``id``) and single bound nodes → the latest time they were seen, in the order last seen."""
-    lists: dict[int, Sequence[str]] = field(default_factory=dict)
-    """The lists counted, held so that their ids stay theirs."""
-    failures: dict[int, Mapping[str, Mapping[str, str]]] = field(default_factory=dict)
-    """The failures counted, held likewise."""
-
-    def _key(self, names: Sequence[str]) -> int:
-        self.lists[id(names)] = names
-        return id(names)
 
     def add(self, call: NewCall) -> None:
         if call.http_status != 200:
             return
         if call.verb == FILTER and call.summary.has_record:
-            nodes = self._key(call.summary.nodes)
-            self.considered[nodes] += 1
-            if call.failures:
-                self.failures[id(call.failures)] = call.failures
-                self.filtered_out[id(call.failures)] += 1
-            self.seen.pop(nodes, None)
-            self.seen[nodes] = call.at  # calls come in time order: the latest wins
+            self.filters.append(_Filter(call.summary.nodes, call.failures, call.at))
         elif call.verb == BIND and not call.error and call.summary.bind_node:
-            self.seen.pop(call.summary.bind_node, None)
-            self.seen[call.summary.bind_node] = call.at
+            self.binds.append((call.summary.bind_node, call.at))
 
     def move(self, before: tuple[str, str], after: tuple[str, str]) -> None:
         """A cycle of the batch preferred and was placed on ``before`` (nodes, "" none, or a new cycle's) and now
@@ -78,39 +81,76 @@ class BatchTallies:
             if after:
                 self.preferred[after] += 1
 
+    def write(self, *, day: date) -> None:
+        """Add the counts to the stored ones, and to ``day``'s share (the day the batch's calls are stored on)."""
+        if connection.vendor == "postgresql":
+            tallies_upsert(self.node_elements(), self.reason_elements(), day=day)
+        else:
+            tallies_add(self.counts(), day=day)
+
+    # --- PostgreSQL: arrays the database counts ------------------------------------------------------------------
+
+    def node_elements(self) -> NodeElements:
+        """One element per candidate, failed node, bound node and moved cycle: the database sums them per node."""
+        filters = self.filters
+        failed = [list(f.failures) if f.failures else [] for f in filters]
+        sizes = [len(f.nodes) for f in filters]
+        considered, failures, binds = sum(sizes), sum(map(len, failed)), len(self.binds)
+        preferred = {name: change for name, change in self.preferred.items() if change}
+        placed = {name: change for name, change in self.placements.items() if change}
+        nodes = [*chain.from_iterable(f.nodes for f in filters), *chain.from_iterable(failed)]
+        nodes += [name for name, _ in self.binds]
+        nodes += [*preferred, *placed]
+        seen = [*chain.from_iterable(repeat(_micros(f.at), size) for f, size in zip(filters, sizes, strict=True))]
+        seen += repeat(-1, failures)
+        seen += [_micros(at) for _, at in self.binds]
+        seen += repeat(-1, len(preferred) + len(placed))
+        calls = considered + failures + binds
+        return NodeElements(
+            nodes=nodes,
+            considered=[*repeat(1, considered), *repeat(0, len(nodes) - considered)],
+            filtered_out=[*repeat(0, considered), *repeat(1, failures), *repeat(0, len(nodes) - considered - failures)],
+            preferred=[*repeat(0, calls), *preferred.values(), *repeat(0, len(placed))],
+            placements=[*repeat(0, calls + len(preferred)), *placed.values()],
+            seen_micros=seen,
+        )
+
+    def reason_elements(self) -> ReasonElements:
+        """One element per failed node and plugin that failed it: the database counts them per node and reason."""
+        nodes: list[str] = []
+        plugins: list[str] = []
+        reasons: list[str] = []
+        for f in self.filters:
+            if not f.failures:
+                continue
+            for node, verdicts in f.failures.items():
+                nodes += repeat(node, len(verdicts))
+                plugins += verdicts
+                reasons += verdicts.values()
+        if plugins and (max(map(len, plugins)) > REASON_PLUGIN_LIMIT or max(map(len, reasons)) > REASON_LIMIT):
+            clipped = [reason_key(p, r) for p, r in zip(plugins, reasons, strict=True)]
+            plugins, reasons = [p for p, _ in clipped], [r for _, r in clipped]
+        return ReasonElements(nodes=nodes, plugins=plugins, reasons=reasons)
+
+    # --- SQLite: counted here --------------------------------------------------------------------------------------
+
     def counts(self) -> dict[str, NodeCounts]:
         considered: Counter[str] = Counter()
-        for key, times in self.considered.items():
-            if times == 1:
-                considered.update(self.lists[key])
-            else:
-                for name in self.lists[key]:
-                    considered[name] += times
         filtered_out: Counter[str] = Counter()
         reasons: dict[str, Reasons] = {}
-        for key, times in self.filtered_out.items():
-            for name, verdicts in self.failures[key].items():
-                filtered_out[name] += times
-                node_reasons = reasons.get(name)
-                if node_reasons is None:
-                    node_reasons = reasons[name] = {}
-                count_reasons(node_reasons, verdicts, times)
         last_seen: dict[str, datetime] = {}
-        for seen, at in self.seen.items():  # oldest first: the latest time of each node wins
-            names = (seen,) if isinstance(seen, str) else self.lists[seen]
+        seen: list[tuple[datetime, Sequence[str]]] = [(f.at, f.nodes) for f in self.filters]
+        seen += [(at, (node,)) for node, at in self.binds]
+        for f in self.filters:
+            considered.update(f.nodes)
+            for name, verdicts in (f.failures or {}).items():
+                filtered_out[name] += 1
+                count_reasons(reasons.setdefault(name, {}), verdicts, 1)
+        for at, names in sorted(seen, key=lambda item: item[0]):  # oldest first: the latest time of each node wins
             last_seen.update(zip(names, repeat(at)))
-        counts = self._merged(considered, filtered_out, last_seen)
-        for name, node_reasons in reasons.items():
-            counts[name].reasons = node_reasons
-        return counts
-
-    def _merged(
-        self, considered: Counter[str], filtered_out: Counter[str], last_seen: dict[str, datetime]
-    ) -> dict[str, NodeCounts]:
         preferred = {name: change for name, change in self.preferred.items() if change}
         placements = {name: change for name, change in self.placements.items() if change}
-        names = set(considered) | set(filtered_out) | set(placements) | set(preferred)
-        return {
+        counts = {
             name: NodeCounts(
                 considered.get(name, 0),
                 filtered_out.get(name, 0),
@@ -118,5 +158,8 @@ class BatchTallies:
                 last_seen.get(name),
                 preferred.get(name, 0),
             )
-            for name in names
+            for name in set(considered) | set(filtered_out) | set(placements) | set(preferred)
         }
+        for name, node_reasons in reasons.items():
+            counts[name].reasons = node_reasons
+        return counts

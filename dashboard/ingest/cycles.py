@@ -284,8 +284,7 @@ def ingest_calls(calls: Sequence[NewCall]) -> int:
             update_cycles(list(fold.touched.values()), SUMMARY_FIELDS)
         if postings:
             postings_add(postings)
-        chain.count(tallies.counts())
-        chain.close()
+        tallies.write(day=chain.day)
     _explain_binds(fold.batch, _explained(fold, observed))
     return len(fold.joined)
 

@@ -4,21 +4,34 @@ This is the one step of the ingest that differs by database. On PostgreSQL the n
 calls is one round trip however many there are), with the cycles' ids drawn from their sequence beforehand so that
 calls and postings can point at them; on SQLite, by ``bulk_create``. A new call's row is built once
 (:func:`call_row`), in the names its chain link covers, and only :func:`insert_calls` writes it one way or the other.
-Rows that may exist already (node postings, and the node counts beside them) go in by :func:`copy_upsert`.
+Rows that may exist already go in by upserts: node postings and the ingest's node counts as arrays the database
+aggregates (:func:`postings_add`, :func:`tallies_upsert`), other node counts by :func:`copy_upsert`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import date, datetime
+from itertools import chain, repeat
 from typing import Any
 
+import msgspec
 from django.db import connection
 
 from dashboard.audit.chain import CONTENT_FIELDS, STORED_FIELDS
 from dashboard.ingest.new_calls import NewCall
-from dashboard.models import NodePosting, SchedulingCycle, SharedPart, VerbCall
+from dashboard.models import (
+    NodeDayReasonTally,
+    NodeDayTally,
+    NodePosting,
+    NodeReasonTally,
+    NodeTally,
+    SchedulingCycle,
+    SharedPart,
+    VerbCall,
+)
 from dashboard.storage.packed_json import stored_form
 
 _CALL_COPY_COLUMNS = (*CONTENT_FIELDS, "body", "chain_hash")
@@ -150,29 +163,127 @@ def postings_add(cycles: Sequence[tuple[int, Sequence[str]]]) -> None:
     """PostgreSQL: set each cycle's bit (its ``candidate_slot``) in the NodePosting rows of its candidates, in one
     upsert, so that ``dashboard.filters`` finds a node's cycles by index instead of scanning candidate lists.
 
-    Cycles with the same candidate list (most of them: a cluster's nodes, pod after pod) share one pass over the
-    names.
+    Every candidate of every cycle is one element of two arrays (its name, its cycle's slot), built by
+    concatenation; the database sets the bits and ORs them per node and block (``bit_or``), so that no Python walks
+    the names (no two cycles of kube-scheduler list the same candidates).
     """
-    by_list: dict[tuple[str, ...], dict[int, int]] = {}
-    for slot, names in cycles:
-        blocks = by_list.setdefault(tuple(names), {})
-        block, offset = divmod(slot, POSTING_BITS)
-        blocks[block] = blocks.get(block, 0) | (1 << (POSTING_BITS - 1 - offset))
-    merged: dict[tuple[str, int], int] = {}
-    for names, blocks in by_list.items():
-        for block, bits in blocks.items():
-            for name in set(names):
-                key = (name, block)
-                merged[key] = merged.get(key, 0) | bits
-    if not merged:
+    if not cycles:
         return
+    nodes = list(chain.from_iterable(names for _, names in cycles))
+    if not nodes:
+        return
+    slots = list(chain.from_iterable(repeat(slot, len(names)) for slot, names in cycles))
     table = connection.ops.quote_name(NodePosting._meta.db_table)
-    copy_upsert(
-        NodePosting._meta.db_table,
-        ["node", "block", "bits"],
-        ((name, block, format(bits, f"0{POSTING_BITS}b")) for (name, block), bits in sorted(merged.items())),
-        f"ON CONFLICT (node, block) DO UPDATE SET bits = {table}.bits | excluded.bits",
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (node, block, bits) "  # noqa: S608
+            f"SELECT node, slot::int8 / {POSTING_BITS}, "
+            f"bit_or(set_bit(repeat('0', {POSTING_BITS})::bit({POSTING_BITS}), (slot::int8 %% {POSTING_BITS})::int, 1)) "
+            "FROM ROWS FROM (json_array_elements_text(%s::json), json_array_elements_text(%s::json)) AS e(node, slot) "
+            "GROUP BY 1, 2 ORDER BY 1, 2 "
+            f"ON CONFLICT (node, block) DO UPDATE SET bits = {table}.bits | excluded.bits",
+            [_json(nodes), _json(slots)],
+        )
+
+
+_ELEMENTS_3 = ", ".join(["json_array_elements_text(%s::json)"] * 3)
+_ELEMENTS_6 = ", ".join(["json_array_elements_text(%s::json)"] * 6)
+"""Parallel JSON arrays as rows (``ROWS FROM`` zips them in order), one parameter each."""
+
+
+def _json(values: Sequence[Any]) -> str:
+    return _json_encode(values).decode()
+
+
+_json_encode = msgspec.json.Encoder().encode
+
+
+@dataclass(slots=True)
+class NodeElements:
+    """A batch's per-node counts as parallel arrays, one element per thing counted (``BatchTallies``): the database
+    sums them per node."""
+
+    nodes: list[str]
+    considered: list[int]
+    filtered_out: list[int]
+    preferred: list[int]
+    """Changes: a late call may move a cycle's preference away from a node (-1)."""
+    placements: list[int]
+    seen_micros: list[int]
+    """When the node was seen, in microseconds since the epoch; -1: not seen by this element."""
+
+
+@dataclass(slots=True)
+class ReasonElements:
+    """One element per failed node and plugin that failed it, with the reason (cut to the columns' widths)."""
+
+    nodes: list[str]
+    plugins: list[str]
+    reasons: list[str]
+
+
+def tallies_upsert(nodes: NodeElements, reasons: ReasonElements, *, day: date) -> None:
+    """PostgreSQL: add a batch's counts to ``NodeTally`` and ``NodeReasonTally``, and to ``day``'s share
+    (``NodeDayTally``, ``NodeDayReasonTally``): two statements, whatever the batch's size, each summing its arrays per
+    node (and reason) and upserting both tables. Counts moved below zero by a late call stay at zero."""
+    q = connection.ops.quote_name
+    tally, day_tally = q(NodeTally._meta.db_table), q(NodeDayTally._meta.db_table)
+    reason_tally, day_reason_tally = q(NodeReasonTally._meta.db_table), q(NodeDayReasonTally._meta.db_table)
+    with connection.cursor() as cursor:
+        if nodes.nodes:
+            cursor.execute(
+                "WITH g AS (SELECT node, sum(c::int8) AS considered, sum(f::int8) AS filtered_out, "  # noqa: S608
+                "sum(p::int8) AS preferred, sum(b::int8) AS placements, max(s::int8) AS seen "
+                f"FROM ROWS FROM ({_ELEMENTS_6}) AS e(node, c, f, p, b, s) GROUP BY node), "
+                f"d AS (INSERT INTO {day_tally} (day, node, considered, filtered_out) "
+                "SELECT %s, node, considered, filtered_out FROM g WHERE considered > 0 OR filtered_out > 0 "
+                f"ORDER BY node ON CONFLICT (day, node) DO UPDATE SET considered = {day_tally}.considered + "
+                f"excluded.considered, filtered_out = {day_tally}.filtered_out + excluded.filtered_out) "
+                f"INSERT INTO {tally} (node, considered, filtered_out, placements, preferred, last_seen_at) "
+                "SELECT node, considered, filtered_out, GREATEST(placements, 0), GREATEST(preferred, 0), "
+                "CASE WHEN seen < 0 THEN NULL ELSE timestamptz 'epoch' + seen * interval '1 microsecond' END "
+                f"FROM g ORDER BY node ON CONFLICT (node) DO UPDATE SET "
+                f"considered = {tally}.considered + excluded.considered, "
+                f"filtered_out = {tally}.filtered_out + excluded.filtered_out, "
+                f"placements = {tally}.placements + excluded.placements, "
+                f"preferred = {tally}.preferred + excluded.preferred, "
+                f"last_seen_at = GREATEST({tally}.last_seen_at, excluded.last_seen_at)",
+                [
+                    _json(nodes.nodes),
+                    _json(nodes.considered),
+                    _json(nodes.filtered_out),
+                    _json(nodes.preferred),
+                    _json(nodes.placements),
+                    _json(nodes.seen_micros),
+                    day,
+                ],
+            )
+            # A stored cycle whose preference or placement a late call moved: never below zero (rare).
+            moved_off: dict[str, list[int]] = {}
+            for name, preferred, placed in zip(nodes.nodes, nodes.preferred, nodes.placements, strict=True):
+                if preferred < 0 or placed < 0:
+                    change = moved_off.setdefault(name, [0, 0])
+                    change[0] += min(preferred, 0)
+                    change[1] += min(placed, 0)
+            for name, (preferred, placed) in sorted(moved_off.items()):
+                cursor.execute(
+                    f"UPDATE {tally} SET preferred = GREATEST(preferred + %s, 0), "  # noqa: S608
+                    "placements = GREATEST(placements + %s, 0) WHERE node = %s",
+                    [preferred, placed, name],
+                )
+        if reasons.nodes:
+            cursor.execute(
+                "WITH g AS (SELECT node, plugin, reason, count(*) AS n "  # noqa: S608
+                f"FROM ROWS FROM ({_ELEMENTS_3}) AS e(node, plugin, reason) GROUP BY 1, 2, 3), "
+                f"d AS (INSERT INTO {day_reason_tally} (day, node, plugin, reason, count) "
+                "SELECT %s, node, plugin, reason, n FROM g ORDER BY 2, 3, 4 "
+                f"ON CONFLICT (day, node, plugin, reason) DO UPDATE SET count = {day_reason_tally}.count + "
+                "excluded.count) "
+                f"INSERT INTO {reason_tally} (node, plugin, reason, count) SELECT node, plugin, reason, n FROM g "
+                f"ORDER BY 1, 2, 3 ON CONFLICT (node, plugin, reason) DO UPDATE SET count = {reason_tally}.count + "
+                "excluded.count",
+                [_json(reasons.nodes), _json(reasons.plugins), _json(reasons.reasons), day],
+            )
 
 
 def copy_upsert(table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], conflict: str) -> None:
