@@ -58,8 +58,11 @@ class RecordPathResult:
 SNAPSHOT_SECONDS = 15.0
 
 
-def templates(count: int, nodes: int = 1000) -> list[list[bytes]]:
+def templates(count: int, nodes: int = 1000, *, windows: bool = False) -> list[list[bytes]]:
     """``count`` real cycles as encoded spool records (filter, prioritize when 2+ nodes pass, bind).
+
+    ``windows``: each filter is sent the names kube-scheduler would send it (``benchmarks.cost.driver.Candidates``:
+    a window of the node list, new for every pod) instead of every node.
 
     As in a cluster: a traffic snapshot every ``SNAPSHOT_SECONDS`` (the prefetch's default refresh), and the herd
     estimate on (each bind raises its node's traffic for the pods after it, 5 ms apart: 200 pods/s), so
@@ -67,6 +70,7 @@ def templates(count: int, nodes: int = 1000) -> list[list[bytes]]:
     snapshot's figures repeat until the next snapshot. ``backlog`` cycles through them: ask
     for as many as the backlog has cycles, or the ingester sees the same few records again and again.
     """
+    from benchmarks.cost.driver import Candidates
     from dashboard.traffic.view import LocalInputs
     from scheduler_core.binding import SimulatedBinder
     from scheduler_core.cluster import StaticCluster
@@ -91,6 +95,7 @@ def templates(count: int, nodes: int = 1000) -> list[list[bytes]]:
         profiles, cluster=view, traffic=store, binder=SimulatedBinder(), inputs=inputs, clock=lambda: clock[0]
     )
     rng = random.Random(3)
+    candidates = Candidates(cluster.node_names, random.Random(5)) if windows else None
     out = []
     for index in range(count):
         clock[0] += 0.005
@@ -101,7 +106,10 @@ def templates(count: int, nodes: int = 1000) -> list[list[bytes]]:
         profile = "gpu-aware" if index % 4 == 3 else "default"
         pod = make_pod(rng)
         filtered = extender.filter(
-            profile, msgspec.json.encode({"Pod": pod, "Nodes": None, "NodeNames": cluster.node_names})
+            profile,
+            msgspec.json.encode(
+                {"Pod": pod, "Nodes": None, "NodeNames": candidates.next() if candidates else cluster.node_names}
+            ),
         )
         events = [filtered.event]
         passed = msgspec.json.decode(filtered.body)["NodeNames"]

@@ -102,3 +102,18 @@ def test_a_tiny_run_binds_every_pod_and_accounts_for_every_process(tmp_path: Pat
     assert sum(row[0] for name, row in cpu.items() if name.startswith("gunicorn worker")) > 0, "the verbs' CPU was read"
     assert re.search(r"6 pods at the loop's own pace", text), "the concurrent run"
     assert "| 30 |" in text
+
+
+def test_the_ingest_parts_study_drains_real_cycles_and_reads_the_ingester_s_cpu() -> None:
+    command = [
+        *(sys.executable, "-m", "benchmarks.cost.ingest_parts", "--cycles", "12", "--rounds", "2", "--batch", "9"),
+        *("--database", f"schedlens_smoke_ingest_{uuid.uuid4().hex[:8]}", "--profile", "5"),
+    ]
+    env = {**os.environ, "BENCH_ADMIN_DATABASE_URL": admin_url()}
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = re.search(r"ingester CPU ms per cycle \(12 cycles a round, .*\): median ([\d.]+) of 2 rounds", done.stdout)
+    assert found, done.stdout
+    assert float(found.group(1)) > 0
+    assert "spool_ingest" in done.stdout, "the profile names the ingest"
