@@ -181,3 +181,24 @@ def test_placements_count_bound_cycles_whoever_bound_them_and_go_with_the_cycles
     assert node_rows() == nodes
     cycles_prune(older_than=T0 + DAY)
     assert counted_placements() == {}
+
+
+@pytest.mark.django_db
+def test_a_reason_longer_than_its_column_is_counted_cut_as_every_writer_cuts_it(kube_scheduler):
+    """A plugin may explain a failure at any length: the count goes under the reason cut to the column's width
+    (``reason_key``), the same key the pruner and a rebuild use, however the batch was counted."""
+    import msgspec
+
+    from dashboard.services.node_tallies import reason_key
+
+    plugin, reason = "P" * 200, "a long reason " * 40
+    events = kube_scheduler.events(at=T0, name="long-0", nodes=["node-4", "node-5"], bind=False)
+    filtered = events[0]
+    assert filtered.filter is not None
+    record = msgspec.structs.replace(filtered.filter, failures={"node-5": {plugin: reason}}, passed=["node-4"])
+    cycles_ingest_events(events=[msgspec.structs.replace(filtered, filter=record)])
+
+    assert counted_reasons() == {("node-5", *reason_key(plugin, reason)): 1}
+    before = counted_reasons()
+    node_tallies_rebuild()
+    assert counted_reasons() == before
