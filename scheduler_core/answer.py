@@ -53,7 +53,7 @@ def fixed_answer(final: float) -> int:
 def spread_bounds(finals: Sequence[float] | Floats, forced: Collection[int] = ()) -> tuple[float, float] | None:
     """(min, max) of the finals the spread maps, leaving out ``forced`` positions; None when they are all equal
     (nothing to spread: every one of them is the best, and answers 10)."""
-    values = [float(f) for i, f in enumerate(finals) if i not in forced]
+    values = [float(f) for i, f in enumerate(finals) if i not in forced] if forced else list(map(float, finals))
     if not values:
         return None
     low, high = min(values), max(values)

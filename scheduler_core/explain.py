@@ -7,8 +7,12 @@ refused call's) is passed as None: absent.
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import filterfalse
+
+import numpy
 
 from scheduler_core.answer import answer_arithmetic, answer_rule, preference_tied, spread_bounds
 from scheduler_core.figures import (
@@ -206,17 +210,11 @@ class _Cycle:
         if prioritize is not None and prioritize.answer_scale == "spread":
             positions = [i for i, node in enumerate(prioritize.nodes) if node in self.forced]
             self.bounds = spread_bounds(prioritize.final, positions)
-        candidates = list(filtered.nodes) if filtered is not None else []
-        self.position = {n: i for i, n in reversed(list(enumerate(candidates)))}
-        """Node → its position in the filter call (a node listed twice: the first), for its ``traffic_bytes``."""
-        self.scored = scored = list(prioritize.nodes) if prioritize is not None else []
-        known = set(candidates)
-        self.candidates = candidates + [n for n in scored if n not in known]
-        self.index = {n: i for i, n in enumerate(scored)}
-        finals = list(prioritize.final) if prioritize is not None else []
-        self.ranking = sorted(range(len(scored)), key=lambda i: -finals[i])
+        self.scored: Sequence[str] = prioritize.nodes if prioritize is not None else []
+        # Array work: a summary explains a handful of nodes, and an ``Explained`` Event is one per placement.
+        finals = -numpy.asarray(prioritize.final if prioritize is not None else [], dtype=float)
+        self.ranking: list[int] = numpy.argsort(finals, kind="stable").tolist()
         """Positions in ``scored``, best first (ties keep kube-scheduler's order)."""
-        self.rank = {scored[i]: position + 1 for position, i in enumerate(self.ranking)}
         self.passed = set(filtered.passed) if filtered is not None else set()
         self.unresolvable = set(filtered.unresolvable) if filtered is not None else set()
         self.weight = prioritize.extender_weight if prioritize is not None else 0
@@ -233,6 +231,28 @@ class _Cycle:
         self.traffic_plugin = traffic = _traffic_plugin(prioritize)
         notes = (filtered.metric_note if filtered else "", traffic.note if traffic else "")
         self.notes = list(dict.fromkeys(n for n in notes if n))
+
+    @cached_property
+    def candidates(self) -> list[str]:
+        """The filter call's candidates, then any node only prioritize scored."""
+        candidates = list(self.filtered.nodes) if self.filtered is not None else []
+        return candidates + list(filterfalse(set(candidates).__contains__, self.scored))
+
+    @cached_property
+    def position(self) -> dict[str, int]:
+        """Node → its position in the filter call (a node listed twice: the first), for its ``traffic_bytes``."""
+        nodes = self.filtered.nodes if self.filtered is not None else []
+        return dict(zip(reversed(nodes), range(len(nodes) - 1, -1, -1), strict=True))
+
+    @cached_property
+    def index(self) -> dict[str, int]:
+        """Node → its position in the prioritize call."""
+        return dict(zip(self.scored, range(len(self.scored)), strict=True))
+
+    @cached_property
+    def rank(self) -> dict[str, int]:
+        """Node → its rank by final score (1: best)."""
+        return dict(zip(map(self.scored.__getitem__, self.ranking), range(1, len(self.ranking) + 1), strict=True))
 
     def traffic(self) -> TrafficColumn | None:
         """The ``NetworkTraffic`` column, read the first time a node's terms need it."""
@@ -327,7 +347,7 @@ class _Nodes:
         filtered = self._cycle.filtered
         if filtered is None or not filtered.failures:
             return 0, []
-        failing = sorted((n for n in self._cycle.candidates if filtered.failures.get(n)), key=self._cycle.place)
+        failing = sorted(filter(filtered.failures.get, self._cycle.candidates), key=self._cycle.place)
         return len(failing), [node for n in failing[:listed] if (node := self.get(n)) is not None]
 
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy
+
 from scheduler_core.answer import answer_arithmetic
 from scheduler_core.plugins.base import NEUTRAL_SCORE
 from scheduler_core.plugins.traffic import NetworkTraffic, traffic_scores
@@ -99,18 +101,22 @@ class TrafficColumn:
     def __init__(self, plugin: PluginScores, nodes: Sequence[str]) -> None:
         self.plugin = plugin
         self.nodes = nodes
-        self.estimates: list[float | None] = []
-        if plugin.raw:
-            herd = plugin.herd_bytes
-            self.estimates = [
-                None if raw is None else raw + (herd[i] if i < len(herd) else 0.0) for i, raw in enumerate(plugin.raw)
-            ]
-        known = [(value, i) for i, value in enumerate(self.estimates) if value is not None]
+        # A column at a time (None: NaN): an ``Explained`` Event reads this once per placement.
+        raw = numpy.array(plugin.raw, dtype=float)
+        herd = numpy.zeros(len(raw))
+        herd[: len(plugin.herd_bytes)] = plugin.herd_bytes[: len(raw)]
+        self._estimates = raw + herd
         self.max_estimate: float | None = None
         self.max_node = ""
-        if known:
-            value, index = max(known, key=lambda pair: (pair[0], -pair[1]))  # the first node at the maximum
-            self.max_estimate, self.max_node = value, nodes[index]
+        if len(raw) and not numpy.isnan(self._estimates).all():
+            index = int(numpy.nanargmax(self._estimates))  # the first node at the maximum
+            self.max_estimate, self.max_node = float(self._estimates[index]), nodes[index]
+
+    def estimate(self, index: int) -> float | None:
+        """The node's estimate, measured + assumed bytes (None: not measured)."""
+        if index >= len(self._estimates) or numpy.isnan(self._estimates[index]):
+            return None
+        return float(self._estimates[index])
 
     def figures(self, index: int, missing_reason: str) -> TrafficFigures:
         plugin = self.plugin
@@ -121,7 +127,7 @@ class TrafficColumn:
             herd_bytes=_at(plugin.herd_bytes, index) or 0.0,
             herd_binds=int(binds) if binds is not None else None if plugin.herd_bytes else 0,
             herd_newest_bind_age_seconds=None if newest_ms is None else newest_ms / 1000,
-            estimate_bytes=_at(self.estimates, index),
+            estimate_bytes=self.estimate(index),
             max_estimate_bytes=self.max_estimate,
             max_estimate_node=self.max_node,
             metric_age_seconds=plugin.metric_age_seconds,
@@ -210,22 +216,28 @@ def measured_leader(prioritize: PrioritizeRecord, forced: Mapping[str, str]) -> 
     plugin = next((p for p in prioritize.plugins if p.name == NetworkTraffic.name), None)
     if plugin is None or not plugin.applicable or not plugin.herd_bytes or not plugin.raw:
         return ""
-    measured = [raw for raw in plugin.raw if raw is not None]
-    scored = iter(traffic_scores(measured, max(measured, default=0.0)).tolist())
-    measured_scores = [None if raw is None else next(scored) for raw in plugin.raw]
+    raw = numpy.array(plugin.raw, dtype=float)
+    known = ~numpy.isnan(raw)
+    measured_scores = numpy.full(len(raw), numpy.nan)
+    measured_scores[known] = traffic_scores(raw[known], float(raw[known].max()) if known.any() else 0.0)
     weights = sum(p.weight for p in prioritize.plugins if p.applicable)
-    best, leader = -1.0, ""
-    for i, node in enumerate(prioritize.nodes):
-        if node in forced or i >= len(plugin.raw):
+    count = min(len(prioritize.nodes), len(plugin.raw))
+    # Each node's final score with NetworkTraffic's on measured bytes (its recorded score where none was measured),
+    # summed plugin by plugin in the record's order, as the engine sums them: the same floats, a column at a time.
+    total = numpy.zeros(count)
+    for p in prioritize.plugins:
+        if not p.applicable:
             continue
-        total = 0.0
-        for p in prioritize.plugins:
-            if not p.applicable:
-                continue
-            measured_score = measured_scores[i]
-            score = measured_score if p is plugin and measured_score is not None else p.scores[i]
-            total += score * p.weight
-        final = total / weights if weights else 0.0
+        scores = numpy.asarray(p.scores[:count], dtype=float)
+        if p is plugin:
+            measured_column = measured_scores[:count]
+            scores = numpy.where(numpy.isnan(measured_column), scores, measured_column)
+        total = total + scores * p.weight
+    finals = (total / weights if weights else numpy.zeros(count)).tolist()
+    best, leader = -1.0, ""
+    for node, final in zip(prioritize.nodes, finals, strict=False):
+        if node in forced:
+            continue
         if final > best + 1e-9:
             best, leader = final, node
     return leader
