@@ -241,7 +241,7 @@ SCHEDLENS_BIND_RECONCILE_SECONDS = env_float("SCHEDLENS_BIND_RECONCILE_SECONDS",
 SCHEDLENS_MAX_BODY_BYTES = env_int("SCHEDLENS_MAX_BODY_BYTES", 256 * 1024 * 1024)
 """Full-Nodes mode at 1000+ nodes sends tens of MB; Django's 2.5 MiB default would refuse it."""
 PROMETHEUS_URL = env_str("PROMETHEUS_URL")
-"""Default Prometheus for plugins without ``address``; empty means the embedded synthetic source."""
+"""Default Prometheus for plugins without ``address``; empty: no measured traffic (``SCHEDLENS_SYNTHETIC_TRAFFIC``)."""
 SCHEDLENS_TRAFFIC_REFRESH_SECONDS = env_float("SCHEDLENS_TRAFFIC_REFRESH_SECONDS", 15.0)
 SCHEDLENS_CLUSTER_FILE = env_str("SCHEDLENS_CLUSTER_FILE")
 """A JSON file with nodes and NodeResources objects (the demo cluster); the Kubernetes API otherwise."""
@@ -255,6 +255,10 @@ SCHEDLENS_SCHEDULER_NAMES = env_list("SCHEDLENS_SCHEDULER_NAMES", ["schedlens-sc
 """``watch_placements`` follows pods with these ``spec.schedulerName`` values and their FailedScheduling events."""
 SCHEDLENS_BIND_MODE = env_choice("SCHEDLENS_BIND_MODE", "kubernetes", ("kubernetes", "simulated"))
 """``simulated`` records binds without an API server: for the demo only, never for a real cluster."""
+SCHEDLENS_SYNTHETIC_TRAFFIC = env_bool("SCHEDLENS_SYNTHETIC_TRAFFIC", SCHEDLENS_BIND_MODE == "simulated")
+"""A query with no Prometheus (neither the plugin's ``address`` nor ``PROMETHEUS_URL``) reads invented traffic: the
+demo's (on with simulated binds). Off, as with real binds, such a query has no measurement, and every cycle says so
+(the nodes are scored by ``missingPolicy``): invented figures never explain a real placement."""
 SCHEDLENS_POD_EVENTS = env_bool("SCHEDLENS_POD_EVENTS", SCHEDLENS_BIND_MODE != "simulated")
 """Write an ``Explained`` Event (events.k8s.io/v1) on each pod whose bind is recorded (``dashboard.pod_events``);
 on by default when binding to a real cluster, ``false`` turns it off."""

@@ -49,7 +49,7 @@ SCRAPE_REDIS_TIMEOUT_SECONDS = 1.0
 
 
 def _source_label(query: TrafficQuery) -> str:
-    return query.address or settings.PROMETHEUS_URL or "synthetic"
+    return query.address or settings.PROMETHEUS_URL or ("synthetic" if settings.SCHEDLENS_SYNTHETIC_TRAFFIC else "none")
 
 
 class StateCollector(Collector):

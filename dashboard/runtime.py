@@ -22,6 +22,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from dashboard.bind_intents import IntentReconciler, SpoolBindJournal
 from dashboard.spool import Spool
+from dashboard.traffic.sources import unaddressed_source
 from dashboard.traffic.view import LocalInputs, build_inputs
 from scheduler_core.binding import Binder, SimulatedBinder, UnconfiguredBinder
 from scheduler_core.cluster import ClusterView, FileCluster, StaticCluster
@@ -154,7 +155,7 @@ class Runtime:
     def _source_for(self, query: TrafficQuery) -> TrafficSource:
         url = query.address or settings.PROMETHEUS_URL
         if not url:
-            return self._synthetic
+            return unaddressed_source(self._synthetic)
         if url not in self._sources:
             from scheduler_core.traffic.prometheus import PrometheusTrafficSource
 

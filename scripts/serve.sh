@@ -2,7 +2,7 @@
 # `make serve`: schedlens for a real cluster, from a checkout. Uses KUBECONFIG (or the in-cluster configuration):
 # the watching node cache, real Bindings and the traffic refresh (threads of the web server), the ingester and the
 # placement watcher (processes of their own, as deployed), supervised together: when one stops the others are
-# stopped, and Ctrl-C stops them all. SQLite in var/ unless DATABASE_URL is set; traffic from PROMETHEUS_URL, else the synthetic source.
+# stopped, and Ctrl-C stops them all. SQLite in var/ unless DATABASE_URL is set; traffic from PROMETHEUS_URL, else none (never the demo's synthetic traffic).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -18,7 +18,7 @@ if ! "$PY" -c "import socket, sys; s = socket.socket(); s.setsockopt(socket.SOL_
   echo "port $PORT is already in use (another schedlens still running?): stop it, or choose another PORT" >&2
   exit 1
 fi
-export SCHEDLENS_BIND_MODE=kubernetes SCHEDLENS_CLUSTER_SOURCE=kubernetes SCHEDLENS_CLUSTER_FILE=
+export SCHEDLENS_BIND_MODE=kubernetes SCHEDLENS_CLUSTER_SOURCE=kubernetes SCHEDLENS_CLUSTER_FILE= SCHEDLENS_SYNTHETIC_TRAFFIC=false
 # The ingester runs as its own process (below), as deployed: as a thread of the web workers it would hold the
 # interpreter lock the verbs wait for while it decodes and stores a batch.
 export SCHEDLENS_INGEST_IN_PROCESS=false
@@ -83,6 +83,7 @@ schedlens is serving the cluster of your Kubernetes configuration on $url (profi
   the second scheduler inside the cluster (deploy/kubernetes/kube-scheduler.yaml) takes
     $SCHEDLENS_VAR_DIR/scheduler-config-in-cluster.yaml
   each calls urlPrefix $url/extender/default (another profile: /extender/<profile>)
+  traffic: ${PROMETHEUS_URL:-none measured: set PROMETHEUS_URL (until then every node scores by missingPolicy, and says why)}
   dashboard: $url/   (python manage.py createsuperuser)
   a step-by-step on a local kind cluster: docs/try-it-on-kind.md
 Ctrl-C stops it.

@@ -178,7 +178,8 @@ def postings_add(cycles: Sequence[tuple[int, Sequence[str]]]) -> None:
         cursor.execute(
             f"INSERT INTO {table} (node, block, bits) "  # noqa: S608
             f"SELECT node, slot::int8 / {POSTING_BITS}, "
-            f"bit_or(set_bit(repeat('0', {POSTING_BITS})::bit({POSTING_BITS}), (slot::int8 %% {POSTING_BITS})::int, 1)) "
+            f"bit_or(set_bit(repeat('0', {POSTING_BITS})::bit({POSTING_BITS}), "
+            f"(slot::int8 %% {POSTING_BITS})::int, 1)) "
             "FROM ROWS FROM (json_array_elements_text(%s::json), json_array_elements_text(%s::json)) AS e(node, slot) "
             "GROUP BY 1, 2 ORDER BY 1, 2 "
             f"ON CONFLICT (node, block) DO UPDATE SET bits = {table}.bits | excluded.bits",

@@ -1,4 +1,5 @@
-"""Which source answers a query in the workers: Prometheus (the query's address or PROMETHEUS_URL) or synthetic."""
+"""Which source answers a query: Prometheus (the query's address or PROMETHEUS_URL); without one, the demo's synthetic
+traffic (``SCHEDLENS_SYNTHETIC_TRAFFIC``) or no measurement at all (:data:`NO_PROMETHEUS`)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,23 @@ import functools
 from django.conf import settings
 
 from scheduler_core.cluster import FileCluster
-from scheduler_core.traffic import TrafficQuery, TrafficSource
+from scheduler_core.traffic import TrafficQuery, TrafficSnapshot, TrafficSource, TrafficSourceError
 from scheduler_core.traffic.synthetic import SyntheticTrafficSource
+
+NO_PROMETHEUS = "no Prometheus configured (PROMETHEUS_URL, or the plugin's address): traffic is not measured"
+
+
+class NoPrometheus:
+    """The source of a query no Prometheus answers outside the demo: every refresh fails, saying why, so the verbs
+    score the nodes by ``missingPolicy`` and every explanation gives the reason instead of invented figures."""
+
+    def fetch(self, query: TrafficQuery) -> TrafficSnapshot:
+        raise TrafficSourceError(NO_PROMETHEUS)
+
+
+def unaddressed_source(synthetic: TrafficSource) -> TrafficSource:
+    """What answers a query without a Prometheus: ``synthetic`` in the demo, else :class:`NoPrometheus`."""
+    return synthetic if settings.SCHEDLENS_SYNTHETIC_TRAFFIC else NoPrometheus()
 
 
 @functools.cache
@@ -39,7 +55,7 @@ def traffic_source_for(
 ) -> TrafficSource:
     url = query.address or settings.PROMETHEUS_URL
     if not url:
-        return SyntheticTrafficSource(known_node_names)
+        return unaddressed_source(SyntheticTrafficSource(known_node_names))
     # Only with a Prometheus to ask: a heavy import the demo's synthetic traffic never needs.
     from scheduler_core.traffic.prometheus import PrometheusTrafficSource
 

@@ -53,7 +53,7 @@ class TrafficArgs(PluginArgs):
     """The original NetworkTrafficArgs (address, deviceName, timeRangeInMinutes) plus what operators asked for."""
 
     address: str = ""
-    """Prometheus URL; empty uses ``PROMETHEUS_URL`` or, without it, the embedded synthetic source."""
+    """Prometheus URL; empty uses ``PROMETHEUS_URL`` (without it, the demo's synthetic source or no measurement)."""
     device_name: str = DEFAULT_DEVICE_NAME
     time_range_in_minutes: int = DEFAULT_WINDOW_MINUTES
     node_label: str = DEFAULT_NODE_LABEL

@@ -34,8 +34,14 @@ class TrafficStore:
             try:
                 self.put(source.fetch(query))
             except TrafficSourceError as exc:
+                if self.last_errors.get(query) != str(exc):  # once per failure, not every refresh while it lasts
+                    log.warning("traffic refresh failed for %s: %s", query, exc)
                 self.last_errors[query] = str(exc)
-                log.warning("traffic refresh failed for %s: %s", query, exc)
+                previous = self._snapshots.get(query)
+                if previous is None or previous.fetched_at <= 0:
+                    # A source that never answered leaves only its error, which the verbs' records give as the
+                    # reason (as a Redis snapshot does); the last good figures, once there are some, stay.
+                    self._snapshots[query] = TrafficSnapshot(query, {}, fetched_at=0.0, source="", error=str(exc))
 
 
 class BackgroundRefresher:

@@ -60,8 +60,9 @@ def inprocess_runtime(settings, tmp_path, monkeypatch):
 
 
 def test_verb_latency_is_counted_per_verb_and_profile_and_unknown_profiles_share_one_label(
-    client, inprocess_runtime
+    client, inprocess_runtime, settings
 ) -> None:
+    settings.SCHEDLENS_SYNTHETIC_TRAFFIC = True  # the demo's source: its snapshots are labelled so
     before = scrape(client)
     base = sample(before, "schedlens_verb_duration_seconds_count", verb="prioritize", profile="default") or 0.0
 
@@ -148,3 +149,12 @@ def test_under_gunicorn_metrics_add_up_every_worker_process(tmp_path, settings) 
         server.stop()
 
     assert sample(text, "schedlens_verb_duration_seconds_count", verb="filter", profile="default") == calls
+
+
+def test_without_prometheus_outside_the_demo_the_traffic_source_is_labelled_none(
+    client, inprocess_runtime, settings
+) -> None:
+    settings.SCHEDLENS_SYNTHETIC_TRAFFIC = False
+    text = scrape(client)
+    assert sample(text, "schedlens_traffic_snapshot_age_seconds", source="none", device="eth0") is not None
+    assert sample(text, "schedlens_traffic_snapshot_age_seconds", source="synthetic", device="eth0") is None

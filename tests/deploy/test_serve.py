@@ -43,6 +43,7 @@ def serve_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
         "SCHEDLENS_SPOOL_DIR": str(tmp_path / "spool"),
         "SCHEDLENS_CONFIG": "",
+        "PROMETHEUS_URL": "",
         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prom"),
         "SCHEDLENS_VAR_ROOT": str(tmp_path / "var"),  # its own state directories and var/current
         "VENV": str(Path(sys.prefix)),
@@ -61,6 +62,7 @@ def test_make_serve_binds_for_real_and_ctrl_c_stops_every_process(api: FakeKubeA
         written = tmp_path / "var" / "cluster" / "scheduler-config-nodecache.yaml"
         assert f"start kube-scheduler beside it: kube-scheduler --config {written}" in output
         assert f"each calls urlPrefix {url}/extender/default" in output
+        assert "traffic: none measured: set PROMETHEUS_URL" in output
         with urllib.request.urlopen(f"{url}/readyz", timeout=5) as response:
             ready = json.loads(response.read())
         assert (ready["cluster"]["synced"], ready["cluster"]["nodes"]["count"]) == (True, 3), "the watching node cache"
@@ -90,6 +92,17 @@ def test_make_serve_binds_for_real_and_ctrl_c_stops_every_process(api: FakeKubeA
             assert time.monotonic() < deadline, verbs
             time.sleep(0.2)  # the ingester stores the records soon after
         assert api.list_requests("pods"), "the placement watcher lists the pods of its scheduler"
+        # No Prometheus: the demo's invented traffic does not follow; the record says why nothing was measured.
+        traffic_note = (
+            "from dashboard.models import VerbCall\nfrom dashboard.selectors.cycles import call_get_read\n"
+            "read = call_get_read(call=VerbCall.objects.get(verb='prioritize'))\n"
+            "(p,) = [p for p in read.recorded.prioritize.plugins if p.name == 'NetworkTraffic']\n"
+            "print(p.note, '|', any(p.raw))"
+        )
+        assert django_says(env, traffic_note) == (
+            "no traffic data yet; no Prometheus configured (PROMETHEUS_URL, or the plugin's address): "
+            "traffic is not measured | False"
+        )
     finally:
         os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in the terminal: the whole foreground group
         status = process.wait(timeout=60)
