@@ -120,4 +120,9 @@ def _schedule_traffic_prefetch(sender: Celery, source: object, **kwargs: object)
     schedule = traffic_beat_schedule(
         profile_configuration().required(), refresh_seconds=settings.SCHEDLENS_TRAFFIC_REFRESH_SECONDS
     )
+    if settings.SCHEDLENS_OUTCOME_RUNNER == "celery":  # what each placement did to traffic (dashboard.outcomes)
+        from dashboard.outcomes.services import OUTCOMES_TASK
+
+        interval = settings.SCHEDLENS_OUTCOME_INTERVAL_SECONDS
+        schedule["placement-outcomes"] = {"task": OUTCOMES_TASK, "schedule": interval, "options": {"expires": interval}}
     sender.conf.beat_schedule = {**schedule, **(sender.conf.beat_schedule or {})}

@@ -7,12 +7,14 @@ One function, :func:`outcomes_refresh`, called by the Celery task or the backgro
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
+from django.db import close_old_connections
 from django.db.models import QuerySet
 
 from dashboard.models import Outcome
@@ -36,6 +38,7 @@ from scheduler_core.traffic import TrafficQuery, TrafficSourceError
 
 log = logging.getLogger(__name__)
 
+OUTCOMES_TASK = "schedlens.refresh_placement_outcomes"
 HOST_NETWORK = "host network: its traffic is the node's (kube_pod_info)"
 NO_SERIES = "no traffic series for the pod"
 BALANCE_NODES_SINCE = timedelta(hours=1)
@@ -265,3 +268,31 @@ def outcomes_refresh(*, now: float | None = None, source: OutcomeSource | None =
         return RefreshResult(started, 0, 0, error=str(exc))
     outcomes_prune(older_than=_when(now) - timedelta(days=settings.SCHEDLENS_RETENTION_DAYS))
     return RefreshResult(started, updated, samples)
+
+
+def outcomes_follow(*, stop: threading.Event, interval: float) -> None:
+    """:func:`outcomes_refresh` every ``interval`` seconds until ``stop`` is set (``SCHEDLENS_OUTCOME_RUNNER=process``:
+    a thread of the background command ``make run`` or ``make serve`` already runs). A failed run is logged and
+    the next one tries again."""
+    while not stop.is_set():
+        try:
+            outcomes_refresh()
+        except Exception:  # the database away, a bug in one run: the loop outlives it
+            log.exception("placement outcomes: the run failed")
+        finally:
+            close_old_connections()
+        stop.wait(interval)
+
+
+def outcomes_follow_start(*, stop: threading.Event) -> threading.Thread | None:
+    """Start :func:`outcomes_follow` in a daemon thread when this process is the one that runs the job."""
+    if settings.SCHEDLENS_OUTCOME_RUNNER != "process":
+        return None
+    thread = threading.Thread(
+        target=outcomes_follow,
+        kwargs={"stop": stop, "interval": settings.SCHEDLENS_OUTCOME_INTERVAL_SECONDS},
+        name="schedlens-placement-outcomes",
+        daemon=True,
+    )
+    thread.start()
+    return thread

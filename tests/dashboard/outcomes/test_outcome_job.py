@@ -49,7 +49,8 @@ def test_an_outcome_holds_every_window_after_the_bind_beside_the_estimate_and_th
 
     assert (result.started, result.updated, result.error) == (1, 1, "")
     outcome = PlacementOutcome.objects.get(cycle=cycle)
-    assert outcome.complete and outcome.status == OutcomeStatus.MEASURED
+    assert outcome.complete
+    assert outcome.status == OutcomeStatus.MEASURED
     assert outcome.estimate == {
         "node": "node-2",
         "measured_bytes": MEASURED_NODE_2,
@@ -81,11 +82,13 @@ def test_no_window_is_read_before_it_has_passed(db, kube_scheduler, anchor):
 
     outcomes_refresh(now=anchor)
     outcome = PlacementOutcome.objects.get(cycle=cycle)
-    assert sorted(windows(outcome)) == [60] and not outcome.complete
+    assert sorted(windows(outcome)) == [60]
+    assert not outcome.complete
 
     outcomes_refresh(now=anchor + 3 * 60)
     outcome.refresh_from_db()
-    assert sorted(windows(outcome)) == [60, 300] and not outcome.complete
+    assert sorted(windows(outcome)) == [60, 300]
+    assert not outcome.complete
     assert windows(outcome)[300]["node_bytes"] == pytest.approx(NODE_RATES["node-2"] * 300)
 
 
@@ -122,8 +125,11 @@ def test_a_failed_read_leaves_the_outcome_for_the_next_run(db, kube_scheduler, a
 
     assert "connection refused" in result.error
     outcome = PlacementOutcome.objects.get(cycle=cycle)
-    assert outcome.windows == [] and not outcome.complete and "connection refused" in outcome.error
+    assert outcome.windows == []
+    assert not outcome.complete
+    assert "connection refused" in outcome.error
     settings.PROMETHEUS_URL = prometheus
     outcomes_refresh(now=anchor)
     outcome.refresh_from_db()
-    assert outcome.complete and outcome.error == ""
+    assert outcome.complete
+    assert outcome.error == ""
