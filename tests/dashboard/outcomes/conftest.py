@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.support.outcome_data import outcome_series
+from dashboard.outcomes.services import outcomes_refresh
+from tests.support.outcome_data import ATTRIBUTED_POD, NO_SERIES_POD, outcome_series
 from tests.support.prometheus_server import PrometheusServer, start_prometheus
 
 
@@ -35,3 +36,12 @@ def outcome_settings(settings, api_settings, outcome_prometheus: PrometheusServe
 
 def at(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+@pytest.fixture
+def placed(db, kube_scheduler, anchor) -> dict[str, int]:
+    first = kube_scheduler.schedule(at=at(anchor - 17 * 60), name=ATTRIBUTED_POD, nodes=["node-2", "node-3", "node-4"])
+    second = kube_scheduler.schedule(at=at(anchor - 16 * 60), name=NO_SERIES_POD, nodes=["node-3", "node-4"])
+    assert (first.chosen_node, second.chosen_node) == ("node-2", "node-3")
+    outcomes_refresh(now=anchor)
+    return {"node-2": first.id, "node-3": second.id}

@@ -10,21 +10,10 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from dashboard.outcomes.services import outcomes_refresh
-from tests.dashboard.outcomes.conftest import at
 from tests.support.api_client import token_client
-from tests.support.outcome_data import ATTRIBUTED_POD, NO_SERIES_POD, NODE_RATES, POD_RECEIVE_RATE, POD_TRANSMIT_RATE
+from tests.support.outcome_data import NODE_RATES, POD_RECEIVE_RATE, POD_TRANSMIT_RATE
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.usefixtures("outcome_settings")]
-
-
-@pytest.fixture
-def placed(db, kube_scheduler, anchor) -> dict[str, int]:
-    first = kube_scheduler.schedule(at=at(anchor - 17 * 60), name=ATTRIBUTED_POD, nodes=["node-2", "node-3", "node-4"])
-    second = kube_scheduler.schedule(at=at(anchor - 16 * 60), name=NO_SERIES_POD, nodes=["node-3", "node-4"])
-    assert (first.chosen_node, second.chosen_node) == ("node-2", "node-3")
-    outcomes_refresh(now=anchor)
-    return {"node-2": first.id, "node-3": second.id}
 
 
 def test_the_api_serves_an_outcome_with_the_figures_its_errors_follow_from(placed, auditor):
