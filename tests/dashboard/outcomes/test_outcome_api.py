@@ -7,6 +7,10 @@ node-4), ``web-2`` to node-3 (runner-up node-4). After the binds node-2 receives
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -86,3 +90,32 @@ def test_metrics_export_the_estimate_error_histogram_by_workload_kind_and_profil
     assert samples[(bucket, tuple(sorted({**labels, "le": "+Inf"}.items())))] == 1
     assert samples[(bucket, tuple(sorted({**labels, "le": "-0.9"}.items())))] == 1  # web-1: 3 kB/s against 1 MB/s
     assert not any("pod" in dict(key) for _, key in samples)
+
+
+def test_the_ndjson_export_carries_each_cycles_placement_outcome(placed, auditor):
+    response = token_client(auditor).get("/api/v1/cycles/export.ndjson?include=placement_outcome")
+
+    assert response.status_code == 200
+    lines = [json.loads(line) for line in b"".join(response.streaming_content).splitlines()]
+    by_id = {line["id"]: line["placement_outcome"] for line in lines}
+    assert by_id[placed["node-2"]]["windows"][0]["node_bytes"] == pytest.approx(NODE_RATES["node-2"] * 60)
+    assert by_id[placed["node-3"]]["status"] == "unattributable"
+
+
+def test_the_csv_export_has_the_longest_windows_figures_in_placement_outcome_columns(placed, auditor):
+    response = token_client(auditor).get("/api/v1/cycles/export.csv?include=placement_outcome")
+
+    rows = {int(r["id"]): r for r in csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode()))}
+    row = rows[placed["node-2"]]
+    assert row["placement_outcome.seconds"] == "900"
+    assert float(row["placement_outcome.node_bytes"]) == pytest.approx(NODE_RATES["node-2"] * 900)
+    assert float(row["placement_outcome.node_estimated_bytes"]) == pytest.approx(1.0e6 * 900 / 300)
+    assert row["placement_outcome.quieter_runner_ups"] == "node-3"
+    assert row["placement_outcome.workload_kind"] == "Deployment"
+    assert rows[placed["node-3"]]["placement_outcome.pod_bytes"] == ""
+
+
+def test_a_csv_cannot_include_both_the_explanation_and_the_outcome(auditor, db):
+    response = token_client(auditor).get("/api/v1/cycles/export.csv?include=explanation,placement_outcome")
+    assert response.status_code == 400
+    assert response.json()["field"] == "include"
