@@ -10,6 +10,9 @@ import msgspec
 
 from scheduler_core.outcomes.arithmetic import Estimate, WindowOutcome
 
+OUTCOME_FORMS_READ = ("json v1",)
+"""The stored forms the decoders read: ``docs/stored-formats.md``."""
+
 
 def estimate_encode(estimate: Estimate) -> dict[str, Any]:
     encoded: dict[str, Any] = msgspec.to_builtins(estimate)
