@@ -40,7 +40,6 @@ import django
 
 django.setup()
 
-from datetime import UTC, datetime
 
 import msgspec
 from django.conf import settings
@@ -176,9 +175,13 @@ def main() -> None:
     rows = []
     for part in ("start", "windows", "balance"):
         values = sorted(r[part] * 1000 for r in runs)
-        rows.append((part, f"{values[len(values) // 2]:.0f}", f"{values[-1]:.0f}", f"{values[len(values) // 2] * per:.0f}"))
+        rows.append(
+            (part, f"{values[len(values) // 2]:.0f}", f"{values[-1]:.0f}", f"{values[len(values) // 2] * per:.0f}")
+        )
     totals = sorted(sum(r[p] for p in ("start", "windows", "balance")) * 1000 for r in runs)
-    rows.append(("whole run", f"{totals[len(totals) // 2]:.0f}", f"{totals[-1]:.0f}", f"{totals[len(totals) // 2] * per:.0f}"))
+    rows.append(
+        ("whole run", f"{totals[len(totals) // 2]:.0f}", f"{totals[-1]:.0f}", f"{totals[len(totals) // 2] * per:.0f}")
+    )
     version = subprocess.run(["prometheus", "--version"], capture_output=True, text=True, check=False).stdout.split()
     lines = [
         "# schedlens benchmarks: placement outcomes (issue 32)",
@@ -192,7 +195,7 @@ def main() -> None:
         "and a transmit counter and two kube-state-metrics gauges. Each run starts from no outcome row. "
         f"Prometheus requests per run: {int(runs[0]['requests'])} (asks joined by `or` up to 60,000 characters).",
         "",
-        *table(("part", "p50", "max", f"p50 per 1000 pods"), rows),
+        *table(("part", "p50", "max", "p50 per 1000 pods"), rows),
         "",
     ]
     args.out.write_text("\n".join(lines))
