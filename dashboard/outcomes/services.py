@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 from django.db.models import QuerySet
 
 from dashboard.models import Outcome
@@ -275,14 +275,17 @@ def outcomes_follow(*, stop: threading.Event, interval: float) -> None:
     """:func:`outcomes_refresh` every ``interval`` seconds until ``stop`` is set (``SCHEDLENS_OUTCOME_RUNNER=process``:
     a thread of the background command ``make run`` or ``make serve`` already runs). A failed run is logged and
     the next one tries again."""
-    while not stop.is_set():
-        try:
-            outcomes_refresh()
-        except Exception:  # the database away, a bug in one run: the loop outlives it
-            log.exception("placement outcomes: the run failed")
-        finally:
-            close_old_connections()
-        stop.wait(interval)
+    try:
+        while not stop.is_set():
+            try:
+                outcomes_refresh()
+            except Exception:  # the database away, a bug in one run: the loop outlives it
+                log.exception("placement outcomes: the run failed")
+            finally:
+                close_old_connections()
+            stop.wait(interval)
+    finally:
+        connections.close_all()  # this thread's own connections: they would outlive it otherwise
 
 
 def outcomes_follow_start(*, stop: threading.Event) -> threading.Thread | None:
