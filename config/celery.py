@@ -121,7 +121,7 @@ def _schedule_traffic_prefetch(sender: Celery, source: object, **kwargs: object)
         profile_configuration().required(), refresh_seconds=settings.SCHEDLENS_TRAFFIC_REFRESH_SECONDS
     )
     if settings.SCHEDLENS_OUTCOME_RUNNER == "celery":  # what each placement did to traffic (dashboard.outcomes)
-        from dashboard.outcomes.services import OUTCOMES_TASK
+        from dashboard.traffic.schedule import OUTCOMES_TASK  # no model import: Django's apps are not ready here
 
         interval = settings.SCHEDLENS_OUTCOME_INTERVAL_SECONDS
         schedule["placement-outcomes"] = {"task": OUTCOMES_TASK, "schedule": interval, "options": {"expires": interval}}

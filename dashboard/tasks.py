@@ -18,11 +18,17 @@ from django.conf import settings
 from django.db import OperationalError
 from django.utils import timezone
 
-from dashboard.outcomes.services import OUTCOMES_TASK, outcomes_refresh
+from dashboard.outcomes.services import outcomes_refresh
 from dashboard.replays.services import REPLAY_TASK, history_replay_run
 from dashboard.services.partitions import partitions_ensure
 from dashboard.services.retention import cycles_prune
-from dashboard.traffic.schedule import ENSURE_PARTITIONS_TASK, PREFETCH_TASK, PRUNE_CYCLES_TASK, PRUNE_TASK
+from dashboard.traffic.schedule import (
+    ENSURE_PARTITIONS_TASK,
+    OUTCOMES_TASK,
+    PREFETCH_TASK,
+    PRUNE_CYCLES_TASK,
+    PRUNE_TASK,
+)
 from dashboard.traffic.services import traffic_refresh, traffic_refreshes_prune
 from dashboard.traffic.snapshots import query_from_dict
 

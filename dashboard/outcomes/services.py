@@ -38,9 +38,12 @@ from scheduler_core.traffic import TrafficQuery, TrafficSourceError
 
 log = logging.getLogger(__name__)
 
-OUTCOMES_TASK = "schedlens.refresh_placement_outcomes"
 HOST_NETWORK = "host network: its traffic is the node's (kube_pod_info)"
 NO_SERIES = "no traffic series for the pod"
+PRUNE_EVERY_SECONDS = 3600.0
+"""Retention of outcomes and balance samples runs once an hour per process, not every run: a run with nothing to do
+then writes nothing (on SQLite, ``make run``'s database, every write takes the lock the ingester needs)."""
+_pruned_at = -PRUNE_EVERY_SECONDS
 BALANCE_NODES_SINCE = timedelta(hours=1)
 """The nodes a balance sample covers: those the profile placed pods on in the last hour."""
 
@@ -267,7 +270,10 @@ def outcomes_refresh(*, now: float | None = None, source: OutcomeSource | None =
         log.warning("placement outcomes: the traffic read failed: %s", exc)
         PlacementOutcome.objects.filter(id__in=[r.id for r in rows]).update(error=str(exc)[:1000])
         return RefreshResult(started, 0, 0, error=str(exc))
-    outcomes_prune(older_than=_when(now) - timedelta(days=settings.SCHEDLENS_RETENTION_DAYS))
+    global _pruned_at
+    if time.monotonic() - _pruned_at >= PRUNE_EVERY_SECONDS:
+        outcomes_prune(older_than=_when(now) - timedelta(days=settings.SCHEDLENS_RETENTION_DAYS))
+        _pruned_at = time.monotonic()
     return RefreshResult(started, updated, samples)
 
 
