@@ -120,4 +120,9 @@ def _schedule_traffic_prefetch(sender: Celery, source: object, **kwargs: object)
     schedule = traffic_beat_schedule(
         profile_configuration().required(), refresh_seconds=settings.SCHEDLENS_TRAFFIC_REFRESH_SECONDS
     )
+    if settings.SCHEDLENS_OUTCOME_RUNNER == "celery":  # what each placement did to traffic (dashboard.outcomes)
+        from dashboard.traffic.schedule import OUTCOMES_TASK  # no model import: Django's apps are not ready here
+
+        interval = settings.SCHEDLENS_OUTCOME_INTERVAL_SECONDS
+        schedule["placement-outcomes"] = {"task": OUTCOMES_TASK, "schedule": interval, "options": {"expires": interval}}
     sender.conf.beat_schedule = {**schedule, **(sender.conf.beat_schedule or {})}

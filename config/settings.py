@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "dashboard.placements.apps.PlacementsConfig",
     "dashboard.traffic.apps.TrafficConfig",
     "dashboard.replays.apps.ReplaysConfig",
+    "dashboard.outcomes.apps.OutcomesConfig",
 ]
 
 MIDDLEWARE = [
@@ -286,6 +287,31 @@ SCHEDLENS_TRAFFIC_HISTORY_INTERVAL_SECONDS = env_float("SCHEDLENS_TRAFFIC_HISTOR
 """Per-node values are kept on one refresh row per interval (traffic over time), not on every row."""
 SCHEDLENS_TRAFFIC_HISTORY_RETENTION_HOURS = env_float("SCHEDLENS_TRAFFIC_HISTORY_RETENTION_HOURS", 48.0)
 SCHEDLENS_TRAFFIC_REFRESH_RETENTION_HOURS = env_float("SCHEDLENS_TRAFFIC_REFRESH_RETENTION_HOURS", 7 * 24.0)
+
+SCHEDLENS_OUTCOME_WINDOWS_MINUTES = [int(m) for m in env_list("SCHEDLENS_OUTCOME_WINDOWS_MINUTES", ["1", "5", "15"])]
+"""The windows after a bind in which a placement's outcome is read (``dashboard.outcomes``): the first minute shows
+the pod starting, five the query window's length by default, fifteen whether it lasted."""
+SCHEDLENS_OUTCOME_GRACE_SECONDS = env_float("SCHEDLENS_OUTCOME_GRACE_SECONDS", 30.0)
+"""A window is read this long after its end, so that the scrape covering its end is in Prometheus."""
+SCHEDLENS_OUTCOME_INTERVAL_SECONDS = env_float("SCHEDLENS_OUTCOME_INTERVAL_SECONDS", 30.0)
+"""Seconds between runs of the outcome job (its loop, or its Celery beat entry)."""
+SCHEDLENS_OUTCOME_LOOKBACK_HOURS = env_float("SCHEDLENS_OUTCOME_LOOKBACK_HOURS", 2.0)
+"""Bound cycles older than this when the job first sees them get no outcome (a job started on an old history)."""
+SCHEDLENS_OUTCOME_BATCH = env_int("SCHEDLENS_OUTCOME_BATCH", 1000)
+"""The most cycles one run starts following, and the most outcomes it updates."""
+SCHEDLENS_OUTCOME_RUNNER = env_choice(
+    "SCHEDLENS_OUTCOME_RUNNER",
+    "celery" if env_str("REDIS_URL") or env_str("REDIS_URL_FILE") else "process",
+    ("celery", "process", "none"),
+)
+"""Who runs the outcome job: ``celery`` (a beat entry), ``process`` (a thread of ``manage.py run_replays`` under
+``make run`` and of ``manage.py ingest_spool --follow`` under ``make serve``), ``none``."""
+SCHEDLENS_POD_TRAFFIC_METRICS = env_list(
+    "SCHEDLENS_POD_TRAFFIC_METRICS", ["container_network_receive_bytes_total", "container_network_transmit_bytes_total"]
+)
+"""The counters a pod's own traffic is summed from (cAdvisor's; no ``container`` filter: the sandbox's series)."""
+SCHEDLENS_POD_TRAFFIC_NAMESPACE_LABEL = env_str("SCHEDLENS_POD_TRAFFIC_NAMESPACE_LABEL", "namespace")
+SCHEDLENS_POD_TRAFFIC_POD_LABEL = env_str("SCHEDLENS_POD_TRAFFIC_POD_LABEL", "pod")
 
 SCHEDLENS_REPLAY_RUNNER = env_choice(
     "SCHEDLENS_REPLAY_RUNNER",

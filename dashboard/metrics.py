@@ -25,17 +25,26 @@ import logging
 import os
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 
 import redis
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from dashboard.outcomes.selectors import balance_latest, pod_error_histograms
 from dashboard.placements.selectors import pending_by_reason, pending_longest
 from dashboard.runtime import Runtime, get_runtime
 from dashboard.traffic.clients import verb_client
@@ -109,6 +118,7 @@ class StateCollector(Collector):
         yield depth
         yield self._profile_versions(runtime)
         yield from self._pending(runtime)
+        yield from self._outcomes()
 
     @staticmethod
     def _profile_versions(runtime: Runtime) -> Metric:
@@ -152,6 +162,35 @@ class StateCollector(Collector):
         for scheduler, at in since.items():
             longest.add_metric([scheduler], max(0.0, now - at.timestamp()))
         yield from (waiting, longest)
+
+    @staticmethod
+    def _outcomes() -> Iterator[Metric]:
+        """What placements did to traffic (``dashboard.outcomes``): the herd estimate's relative error per workload
+        kind and profile (never per pod) over the last day, and each profile's latest balance sample."""
+        errors = HistogramMetricFamily(
+            "schedlens_herd_estimate_relative_error",
+            "(pod traffic - assumedBytesPerPod) / assumedBytesPerPod over the longest passed window, for the pods "
+            "bound in the last 24 hours whose traffic could be attributed.",
+            labels=["workload_kind", "profile"],
+        )
+        spread = GaugeMetricFamily(
+            "schedlens_traffic_spread_cv",
+            "stdev / mean of the traffic of the nodes the profile placed pods on in the last hour (latest sample).",
+            labels=["profile"],
+        )
+        try:
+            histograms = pod_error_histograms(since=timezone.now() - timedelta(days=1))
+            latest = balance_latest()
+        except Exception as exc:  # the database down: the other metrics still answer
+            log.warning("/metrics could not read the placement outcomes: %s", exc)
+            return
+        for h in histograms:
+            buckets = [(f"{b:g}", c) for b, c in zip(h.bounds, h.cumulative, strict=False)] + [("+Inf", h.count)]
+            errors.add_metric([h.workload_kind, h.profile], buckets, h.total)
+        for sample in latest:
+            if sample.cv is not None:
+                spread.add_metric([sample.profile], sample.cv)
+        yield from (errors, spread)
 
     def _read(
         self, runtime: object, queries: list[TrafficQuery]

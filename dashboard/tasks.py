@@ -18,10 +18,17 @@ from django.conf import settings
 from django.db import OperationalError
 from django.utils import timezone
 
+from dashboard.outcomes.services import outcomes_refresh
 from dashboard.replays.services import REPLAY_TASK, history_replay_run
 from dashboard.services.partitions import partitions_ensure
 from dashboard.services.retention import cycles_prune
-from dashboard.traffic.schedule import ENSURE_PARTITIONS_TASK, PREFETCH_TASK, PRUNE_CYCLES_TASK, PRUNE_TASK
+from dashboard.traffic.schedule import (
+    ENSURE_PARTITIONS_TASK,
+    OUTCOMES_TASK,
+    PREFETCH_TASK,
+    PRUNE_CYCLES_TASK,
+    PRUNE_TASK,
+)
 from dashboard.traffic.services import traffic_refresh, traffic_refreshes_prune
 from dashboard.traffic.snapshots import query_from_dict
 
@@ -78,3 +85,9 @@ def ensure_partitions() -> None:
 def run_history_replay(replay_id: int) -> None:
     """A history replay started from the dashboard or the API (``SCHEDLENS_REPLAY_RUNNER=celery``)."""
     history_replay_run(replay_id)
+
+
+@shared_task(name=OUTCOMES_TASK, soft_time_limit=240, time_limit=300, ignore_result=True)
+def refresh_placement_outcomes() -> None:
+    """What each placement did to traffic (``SCHEDLENS_OUTCOME_RUNNER=celery``): no retry, the next beat is one."""
+    outcomes_refresh()

@@ -29,6 +29,12 @@ export SCHEDLENS_BIND_MODE=${SCHEDLENS_BIND_MODE:-simulated}
 # History replays started from the dashboard or the API run in a process of their own (no Celery worker here),
 # never in the verbs' processes.
 export SCHEDLENS_REPLAY_RUNNER=${SCHEDLENS_REPLAY_RUNNER:-process}
+# run_replays also follows what each placement did to traffic (dashboard.outcomes). The synthetic traffic has no
+# scrape to wait for: a placement's first window is read as soon as it has passed, so outcomes show within a minute.
+export SCHEDLENS_OUTCOME_RUNNER=${SCHEDLENS_OUTCOME_RUNNER:-process}
+if [ -z "${PROMETHEUS_URL:-}" ]; then
+  export SCHEDLENS_OUTCOME_GRACE_SECONDS=${SCHEDLENS_OUTCOME_GRACE_SECONDS:-0} SCHEDLENS_OUTCOME_INTERVAL_SECONDS=${SCHEDLENS_OUTCOME_INTERVAL_SECONDS:-10}
+fi
 
 # Commands run from this checkout (`manage.py replay_history`, …) now see this server's database and profiles.
 "$PY" -m config.server_env write "make run"

@@ -22,6 +22,8 @@ export SCHEDLENS_BIND_MODE=kubernetes SCHEDLENS_CLUSTER_SOURCE=kubernetes SCHEDL
 # The ingester runs as its own process (below), as deployed: as a thread of the web workers it would hold the
 # interpreter lock the verbs wait for while it decodes and stores a batch.
 export SCHEDLENS_INGEST_IN_PROCESS=false
+# The ingester's process also follows what each placement did to traffic (dashboard.outcomes), unless Celery does.
+export SCHEDLENS_OUTCOME_RUNNER=${SCHEDLENS_OUTCOME_RUNNER:-process}
 export DJANGO_ALLOWED_HOSTS=${DJANGO_ALLOWED_HOSTS:-localhost,127.0.0.1,$ADVERTISE_ADDRESS}
 # A served cluster's state (database, spool) lives in var/cluster/, apart from the demo's (var/demo/, `make run`).
 export SCHEDLENS_VAR_DIR=${SCHEDLENS_VAR_DIR:-${SCHEDLENS_VAR_ROOT:-$PWD/var}/cluster}

@@ -133,12 +133,67 @@ def _csv_cell(value: Any) -> Any:
     return value
 
 
-def cycles_csv(queryset: QuerySet[SchedulingCycle], *, chunk_size: int) -> Iterator[bytes]:
+OUTCOME_PREFIX = "placement_outcome"
+OUTCOME_FIELDS = ("status", "complete", "unattributable_reason", "workload_kind", "workload_name")
+OUTCOME_WINDOW_FIELDS = (
+    "seconds",
+    "node_estimated_bytes",
+    "node_bytes",
+    "node_relative_error",
+    "stayed_quietest",
+    "quieter_runner_ups",
+    "pod_estimated_bytes",
+    "pod_bytes",
+    "pod_relative_error",
+)
+OUTCOME_CSV_FIELDS = tuple(f"{OUTCOME_PREFIX}.{f}" for f in (*OUTCOME_FIELDS, *OUTCOME_WINDOW_FIELDS))
+"""``include=placement_outcome``: what followed the placement, its longest passed window's figures."""
+OutcomeLookup = Callable[[list[int]], dict[int, dict[str, Any]]]
+"""Cycle ids → their outcomes' figures (``dashboard.outcomes.selectors.outcome_figures``), in one read."""
+
+
+def _outcome_cells(figures: dict[str, Any] | None) -> list[Any]:
+    if figures is None:
+        return [""] * len(OUTCOME_CSV_FIELDS)
+    workload = figures["workload"]
+    head = [
+        figures["status"],
+        figures["complete"],
+        figures["unattributable_reason"],
+        workload["kind"],
+        workload["name"],
+    ]
+    last = figures["windows"][-1] if figures["windows"] else {}
+    window = [last.get(f, "") for f in OUTCOME_WINDOW_FIELDS]
+    return [_cell(v) for v in head] + [_cell(" ".join(v) if isinstance(v, list) else v) for v in window]
+
+
+def _with_outcomes(rows: Iterator[dict[str, Any]], lookup: OutcomeLookup) -> Iterator[dict[str, Any]]:
+    """``rows`` each with its ``placement_outcome`` (None: none), read a write's worth of rows at a time."""
+    chunk: list[dict[str, Any]] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= ROWS_PER_WRITE:
+            found = lookup([r["id"] for r in chunk])
+            yield from ({**r, OUTCOME_PREFIX: found.get(r["id"])} for r in chunk)
+            chunk = []
+    if chunk:
+        found = lookup([r["id"] for r in chunk])
+        yield from ({**r, OUTCOME_PREFIX: found.get(r["id"])} for r in chunk)
+
+
+def cycles_csv(
+    queryset: QuerySet[SchedulingCycle], *, chunk_size: int, outcomes: OutcomeLookup | None = None
+) -> Iterator[bytes]:
     writer = csv.writer(_Line())
-    yield writer.writerow(FIELDS).encode()
+    yield writer.writerow((*FIELDS, *(OUTCOME_CSV_FIELDS if outcomes is not None else ()))).encode()
     lines: list[str] = []
-    for row in queryset.values_list(*FIELDS).iterator(chunk_size=chunk_size):
-        lines.append(writer.writerow([_csv_cell(v) for v in row]))
+    plain = (dict(zip(FIELDS, row, strict=True)) for row in queryset.values_list(*FIELDS).iterator(chunk_size))
+    for row in _with_outcomes(plain, outcomes) if outcomes is not None else plain:
+        cells = [_csv_cell(row[f]) for f in FIELDS]
+        if outcomes is not None:
+            cells += _outcome_cells(row[OUTCOME_PREFIX])
+        lines.append(writer.writerow(cells))
         if len(lines) >= ROWS_PER_WRITE:
             yield "".join(lines).encode()
             lines = []
@@ -147,9 +202,15 @@ def cycles_csv(queryset: QuerySet[SchedulingCycle], *, chunk_size: int) -> Itera
 
 
 def cycles_ndjson(
-    queryset: QuerySet[SchedulingCycle], *, chunk_size: int, with_calls: bool, explain: Explainer | None = None
+    queryset: QuerySet[SchedulingCycle],
+    *,
+    chunk_size: int,
+    with_calls: bool,
+    explain: Explainer | None = None,
+    outcomes: OutcomeLookup | None = None,
 ) -> Iterator[bytes]:
-    """``with_calls``: each cycle with its calls; ``explain``: with its explanation, as the why API shows it."""
+    """``with_calls``: each cycle with its calls; ``explain``: with its explanation, as the why API shows it;
+    ``outcomes``: with its placement's outcome, as ``/api/v1/cycles/<id>/outcome/`` shows it."""
     encoder = msgspec.json.Encoder()
     lines = bytearray()
     if with_calls or explain is not None:
@@ -163,6 +224,8 @@ def cycles_ndjson(
         )
     else:
         rows = (dict(zip(FIELDS, row, strict=True)) for row in queryset.values_list(*FIELDS).iterator(chunk_size))
+    if outcomes is not None:
+        rows = _with_outcomes(rows, outcomes)
     for count, row in enumerate(rows, start=1):
         lines += encoder.encode(row)
         lines += b"\n"

@@ -6,7 +6,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import SimpleRouter
 
-from dashboard.api import pending_views, replay_views, views
+from dashboard.api import outcome_views, pending_views, replay_views, views
 
 app_name = "api"
 
@@ -22,6 +22,8 @@ urlpatterns = [
     path("v1/cycles/export.csv", views.CycleCsvExport.as_view({"get": "export"}), name="cycle-export-csv"),
     path("v1/cycles/export.ndjson", views.CycleNdjsonExport.as_view({"get": "export"}), name="cycle-export-ndjson"),
     path("v1/why/", views.WhyView.as_view(), name="why"),
+    path("v1/cycles/<int:pk>/outcome/", outcome_views.OutcomeView.as_view(), name="cycle-outcome"),
+    path("v1/balance/", outcome_views.BalanceView.as_view(), name="balance"),
     path("v1/pending/", pending_views.PendingListView.as_view(), name="pending"),
     path("v1/pending/<str:namespace>/<str:name>/", pending_views.PendingPodView.as_view(), name="pending-pod"),
     path("v1/audit/verify", views.AuditVerifyView.as_view(), name="audit-verify"),

@@ -47,6 +47,7 @@ from dashboard.api.throttling import ScopedThrottle
 from dashboard.audit.chain import audit_chain_verify
 from dashboard.filters import CycleFilterSet, NodeFilterSet, TrafficRefreshFilterSet
 from dashboard.models import NodeTally, SchedulingCycle, VerbCall
+from dashboard.outcomes.selectors import outcome_figures, outcomes_for_cycles
 from dashboard.selectors.cycles import (
     CycleRead,
     cycle_explanation,
@@ -145,15 +146,23 @@ def _explained(read: CycleRead) -> Any:
     return cycle_explanation(cycle=read.cycle, read=read)
 
 
+def _outcomes(cycle_ids: list[int]) -> dict[int, dict[str, Any]]:
+    return {pk: outcome_figures(o) for pk, o in outcomes_for_cycles(cycle_ids=cycle_ids).items()}
+
+
 class CycleCsvExport(_CycleExport):
     media_type = "text/csv; charset=utf-8"
     extension = "csv"
 
     def _stream(self, queryset: QuerySet[SchedulingCycle]) -> Any:
         chunk_size = settings.SCHEDLENS_EXPORT_CHUNK_SIZE
-        if "explanation" in _included(self.request, ("explanation",)):
+        include = _included(self.request, ("explanation", exports.OUTCOME_PREFIX))
+        if len(include) > 1:
+            raise ValidationError({"include": "a CSV includes one of explanation, placement_outcome"})
+        if "explanation" in include:
             return exports.cycles_explained_csv(queryset, chunk_size=chunk_size, explain=_explained)
-        return exports.cycles_csv(queryset, chunk_size=chunk_size)
+        outcomes = _outcomes if exports.OUTCOME_PREFIX in include else None
+        return exports.cycles_csv(queryset, chunk_size=chunk_size, outcomes=outcomes)
 
     @extend_schema(
         operation_id="cycles_export_csv",
@@ -163,9 +172,10 @@ class CycleCsvExport(_CycleExport):
             OpenApiParameter(
                 "include",
                 str,
-                enum=["explanation"],
+                enum=["explanation", "placement_outcome"],
                 description="`explanation`: one row per cycle and candidate node, with every figure its scores and "
-                "answer follow from, in columns named like the why API's keys (a term's as `<plugin>.<key>`).",
+                "answer follow from, in columns named like the why API's keys (a term's as `<plugin>.<key>`); "
+                "`placement_outcome`: what followed the placement, its longest passed window's figures.",
             )
         ],
         responses={(200, "text/csv"): OpenApiTypes.STR, **ERRORS},
@@ -179,12 +189,13 @@ class CycleNdjsonExport(_CycleExport):
     extension = "ndjson"
 
     def _stream(self, queryset: QuerySet[SchedulingCycle]) -> Any:
-        include = _included(self.request, ("calls", "explanation"))
+        include = _included(self.request, ("calls", "explanation", exports.OUTCOME_PREFIX))
         return exports.cycles_ndjson(
             queryset,
             chunk_size=settings.SCHEDLENS_EXPORT_CHUNK_SIZE,
             with_calls="calls" in include,
             explain=_explained if "explanation" in include else None,
+            outcomes=_outcomes if exports.OUTCOME_PREFIX in include else None,
         )
 
     @extend_schema(
@@ -196,7 +207,8 @@ class CycleNdjsonExport(_CycleExport):
                 "include",
                 str,
                 description="Comma-separated: `calls` (each cycle with its calls and their chain hashes), "
-                "`explanation` (each cycle with its explanation, as the why API gives it).",
+                "`explanation` (each cycle with its explanation, as the why API gives it), `placement_outcome` (what "
+                "followed the placement, as `cycles/<id>/outcome/` gives it; null: none).",
             )
         ],
         responses={(200, "application/x-ndjson"): OpenApiTypes.STR, **ERRORS},

@@ -13,6 +13,8 @@ PRUNE_TASK = "schedlens.prune_traffic_refreshes"
 PRUNE_EVERY_SECONDS = 3600.0
 PRUNE_CYCLES_TASK = "schedlens.prune_cycles"
 ENSURE_PARTITIONS_TASK = "schedlens.ensure_partitions"
+OUTCOMES_TASK = "schedlens.refresh_placement_outcomes"
+"""What each placement did to traffic (``dashboard.outcomes``), when ``SCHEDLENS_OUTCOME_RUNNER=celery``."""
 
 
 def traffic_beat_schedule(profiles: Mapping[str, Profile], *, refresh_seconds: float) -> dict[str, dict[str, Any]]:

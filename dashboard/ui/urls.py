@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard.ui import pending_views, replay_views, views
+from dashboard.ui import balance_views, pending_views, replay_views, views
 
 app_name = "ui"
 
@@ -16,6 +16,7 @@ urlpatterns = [
     path("pending/<str:namespace>/<str:name>/body/", pending_views.pending_pod_body, name="pending-pod-body"),
     path("nodes/", views.nodes, name="nodes"),
     path("health/", views.health, name="health"),
+    path("balance/", balance_views.balance, name="balance"),
     path("replays/", replay_views.replays, name="replays"),
     path("replays/list/", replay_views.replays_list, name="replays-list"),
     path("replays/<int:pk>/", replay_views.replay, name="replay"),

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET
 
 from dashboard.filters import CycleFilterSet
 from dashboard.models import NodeMode, Outcome, SchedulingCycle
+from dashboard.outcomes.selectors import outcome_figures, outcome_get
 from dashboard.placements.selectors import pending_glimpse
 from dashboard.selectors.cycles import (
     BadCursorError,
@@ -149,6 +150,7 @@ def decision(request: HttpRequest, pk: int) -> HttpResponse:
         "candidate_rows": candidate_table.candidate_rows(view),
         "why_not_options": candidate_table.why_not_options(view, why_not_node),
         "node_modes": dict(NodeMode.choices),
+        "outcome": (found := outcome_get(cycle_id=pk)) and outcome_figures(found),
         **_profiles_context(configured),
     }
     return render(request, "dashboard/decision.html", context, status=_status(configured))

@@ -17,10 +17,10 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from prometheus_api_client.exceptions import PrometheusApiClientException
@@ -29,6 +29,7 @@ from prometheus_api_client.prometheus_connect import PrometheusConnect
 from scheduler_core.traffic.base import TrafficQuery, TrafficSnapshot, TrafficSourceError
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 METRIC_NAME = "node_network_receive_bytes_total"
 NO_NODE_LABEL = "<no node label>"
@@ -107,14 +108,11 @@ class PrometheusTrafficSource:
         self.disable_ssl = disable_ssl
 
     def fetch(self, query: TrafficQuery) -> TrafficSnapshot:
-        url = (query.address or self.default_url).strip().rstrip("/")
-        if not url:
-            raise TrafficSourceError("no Prometheus URL: the query has no address and there is no default")
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise TrafficSourceError(f"Prometheus URL {url!r} is not an http:// or https:// URL")
+        url = self._url(query.address)
         expression = build_promql(query)
-        bytes_by_node, unmatched = self._query_with_retries(url, expression, query.node_label)
+        bytes_by_node, unmatched = self._with_retries(
+            url, lambda: _parse_vector(self._query_once(url, expression), query.node_label)
+        )
         return TrafficSnapshot(
             query=query,
             bytes_by_node=bytes_by_node,
@@ -123,14 +121,27 @@ class PrometheusTrafficSource:
             unmatched_series=unmatched,
         )
 
-    def _query_with_retries(
-        self, url: str, expression: str, node_label: str
-    ) -> tuple[dict[str, float], tuple[str, ...]]:
+    def vector(self, expression: str, *, address: str = "") -> list[tuple[Mapping[str, str], float]]:
+        """The samples of an instant query, each with its labels, retried like a fetch (the outcome job's reads:
+        ``scheduler_core.outcomes``)."""
+        url = self._url(address)
+        return self._with_retries(url, lambda: _samples(self._query_once(url, expression)))
+
+    def _url(self, address: str) -> str:
+        url = (address or self.default_url).strip().rstrip("/")
+        if not url:
+            raise TrafficSourceError("no Prometheus URL: the query has no address and there is no default")
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise TrafficSourceError(f"Prometheus URL {url!r} is not an http:// or https:// URL")
+        return url
+
+    def _with_retries(self, url: str, attempt_once: Callable[[], _T]) -> _T:
         attempts = self.retries + 1
         attempt = 1
         while True:
             try:
-                return _parse_vector(self._query_once(url, expression), node_label)
+                return attempt_once()
             except _AttemptFailed as failure:
                 if not failure.retryable or attempt == attempts:
                     raise TrafficSourceError(
@@ -225,21 +236,25 @@ def _shorten(text: str) -> str:
     return text if len(text) <= _MAX_DETAIL_CHARS else text[: _MAX_DETAIL_CHARS - 1] + "…"
 
 
-def _parse_vector(result: object, node_label: str) -> tuple[dict[str, float], tuple[str, ...]]:
-    """Turn an instant-vector result into bytes per node plus the series that name no node.
-
-    Values that are not finite non-negative numbers are dropped: they are not byte counts.
-    """
+def _samples(result: object) -> list[tuple[Mapping[str, str], float]]:
+    """An instant-vector result's samples with their labels."""
     if not isinstance(result, list):
         raise _AttemptFailed(
             f"the answer is a {type(result).__name__}, not an instant vector: {_shorten(repr(result))}",
             retryable=True,
         )
+    return [_parse_sample(item) for item in result]
+
+
+def _parse_vector(result: object, node_label: str) -> tuple[dict[str, float], tuple[str, ...]]:
+    """Turn an instant-vector result into bytes per node plus the series that name no node.
+
+    Values that are not finite non-negative numbers are dropped: they are not byte counts.
+    """
     bytes_by_node: dict[str, float] = {}
     unmatched: set[str] = set()
     dropped = 0
-    for item in result:
-        labels, value = _parse_sample(item)
+    for labels, value in _samples(result):
         if not (math.isfinite(value) and value >= 0):
             dropped += 1
             continue

@@ -16,9 +16,11 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 from playwright.sync_api import Page, expect
 
 from dashboard.models import SchedulingCycle
+from dashboard.outcomes.models import BalanceSample
 from dashboard.replays.services import history_replay_run, history_replay_start
 from tests.support.paths import ARTIFACTS
 from tests.support.recording import Recorder, make_pod, use_demo_profiles
@@ -146,6 +148,22 @@ def test_the_demo_user_sees_every_page_and_the_api_without_a_console_error_or_cs
     expect(page.locator("table.verbs")).to_contain_text("prioritize")
     watched.visit("/pending/")
     expect(page.locator("#pending-list")).to_contain_text("waiting")
+    # The balance page with one sample, as the outcome job leaves them.
+    BalanceSample.objects.create(
+        at=timezone.now(),
+        profile="default",
+        nodes=2,
+        mean_bytes=2e6,
+        stdev_bytes=1e6,
+        cv=0.5,
+        max_bytes=3e6,
+        min_bytes=1e6,
+        max_over_min=3.0,
+        window_seconds=300,
+    )
+    watched.visit("/balance/")
+    expect(page.locator("#balance-samples")).to_contain_text("0.50")
+    expect(page.locator("#balance-chart")).to_have_attribute("style", re.compile(r"height"))  # Chart.js drew it
     # History replays: the form and the list, then a finished replay's report with its chart.
     replay = history_replay_start(
         selection={"last": "10"}, candidate_profile="gpu-aware", created_by="demo", runner="none"

@@ -28,6 +28,8 @@ SHARED_PART = "shared part"
 """Form: the body format that refers to it."""
 COLUMN = "jsonb column"
 """Form: ``PACK_KEY`` (a packed value) or ``"plain"``."""
+OUTCOME = "placement outcome"
+"""Form: ``"json v1"`` (``dashboard.outcomes.codec``: an outcome's estimate and windows in their jsonb columns)."""
 AUDIT_LINK = "audit chain link"
 """Form: ``"json call"`` or ``"body call"`` (a body's SHA-256 in the chained content)."""
 
@@ -81,6 +83,9 @@ FIXTURES: dict[str, tuple[str, Any]] = {
     "audit/link_json_call.sha256": (AUDIT_LINK, "json call"),
     "audit/link_json_bind.sha256": (AUDIT_LINK, "json call"),
     "audit/link_body1_call.sha256": (AUDIT_LINK, "body call"),
+    # A placement outcome's jsonb columns (``dashboard.outcomes.codec``).
+    "outcomes/estimate_v1.bin": (OUTCOME, "json v1"),
+    "outcomes/windows_v1.bin": (OUTCOME, "json v1"),
 }
 """Fixture (path under ``tests/golden``) → (kind, form)."""
 

@@ -11,6 +11,7 @@ from django.db import close_old_connections
 from dashboard.ingest.call_builders import BrokenProcessPool, start_call_builders
 from dashboard.ingest.spool_ingest import spool_ingest
 from dashboard.management.stop_signals import stop_on_signals
+from dashboard.outcomes.services import outcomes_follow_start
 from dashboard.spool import Spool
 
 
@@ -35,6 +36,7 @@ class Command(BaseCommand):
             return
         stop = stop_on_signals()
         processes = max(0, options["preparers"])
+        outcomes_follow_start(stop=stop)  # make serve's background process follows placement outcomes too
         builders = start_call_builders(processes) if processes else None
         try:
             while not stop.is_set():

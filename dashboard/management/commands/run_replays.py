@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections
 
 from dashboard.management.stop_signals import stop_on_signals
+from dashboard.outcomes.services import outcomes_follow_start
 from dashboard.replays.services import history_replay_claim, history_replay_run
 
 
@@ -26,6 +27,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         stop = stop_on_signals()
         once = options["once"]
+        if not once:  # make run's background process also follows placement outcomes (issue 32)
+            outcomes_follow_start(stop=stop)
         while not stop.is_set():
             if not once:
                 close_old_connections()  # between replays of a long-lived loop (Django's per-request hygiene)

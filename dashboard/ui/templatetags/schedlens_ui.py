@@ -74,3 +74,9 @@ def when(value: datetime | float | None) -> str:
         text,
         text,
     )
+
+
+@register.filter
+def relative(value: float | None) -> str:
+    """A relative error as a signed percentage: 2.0 → +200.0 %, −0.5 → −50.0 %."""
+    return "—" if value is None else f"{value * 100:+.1f} %"

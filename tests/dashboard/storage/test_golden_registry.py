@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from dashboard.outcomes.codec import OUTCOME_FORMS_READ
 from dashboard.storage.call_body import BODY_FORMATS_READ
 from dashboard.storage.packed_json import PACK_KEY
 from scheduler_core.spool_codec import INTENT_FORMS, SPOOL_BINARY_FORMS
 from tests.dashboard import test_golden_spool_forms
+from tests.dashboard.outcomes import test_golden_outcome_forms
 from tests.dashboard.storage import test_golden_call_bodies
 from tests.golden.registry import (
     AUDIT_LINK,
@@ -19,6 +21,7 @@ from tests.golden.registry import (
     FIXTURES,
     GOLDEN,
     NOT_FIXTURES,
+    OUTCOME,
     SHARED_PART,
     SPOOL_FILE,
     SPOOL_RECORD,
@@ -44,6 +47,7 @@ def readable_forms() -> dict[str, set[Any]]:
         SHARED_PART: {f for f in BODY_FORMATS_READ if f >= 2},  # format 2 added the shared part
         COLUMN: {PACK_KEY, "plain"},
         AUDIT_LINK: {"json call", "body call"},
+        OUTCOME: set(OUTCOME_FORMS_READ),
     }
 
 
@@ -86,7 +90,7 @@ def test_every_fixture_is_of_the_form_it_is_registered_as() -> None:
 
 
 def test_every_kind_of_fixture_is_read_by_a_test() -> None:
-    tested = test_golden_spool_forms.TESTED | test_golden_call_bodies.TESTED
+    tested = test_golden_spool_forms.TESTED | test_golden_call_bodies.TESTED | test_golden_outcome_forms.TESTED
     assert {kind for kind, _ in FIXTURES.values()} <= tested
 
 

@@ -20,7 +20,7 @@ from tests.support.recording import CLUSTER, PROFILES, Recorder, make_pod
 
 pytestmark = pytest.mark.django_db
 
-PAGES = ["ui:history", "ui:pending", "ui:nodes", "ui:health"]
+PAGES = ["ui:history", "ui:pending", "ui:nodes", "ui:health", "ui:balance"]
 
 
 def text(response) -> str:

@@ -1,0 +1,46 @@
+"""Which source the outcome job reads: Prometheus (PROMETHEUS_URL) or, without one, the demo's synthetic traffic."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from django.conf import settings
+
+from dashboard.models import Outcome, SchedulingCycle
+from scheduler_core.outcomes.sources import OutcomeSource, PodTrafficQuery
+from scheduler_core.outcomes.synthetic import Bind, SyntheticOutcomeSource
+
+
+def pod_traffic_query() -> PodTrafficQuery:
+    return PodTrafficQuery(
+        metrics=tuple(settings.SCHEDLENS_POD_TRAFFIC_METRICS),
+        namespace_label=settings.SCHEDLENS_POD_TRAFFIC_NAMESPACE_LABEL,
+        pod_label=settings.SCHEDLENS_POD_TRAFFIC_POD_LABEL,
+    )
+
+
+def _recorded_binds(nodes: Sequence[str], start: float, end: float) -> list[Bind]:
+    """The binds recorded on ``nodes`` before ``end`` whose pods still run in the synthetic demo (the last hour)."""
+    rows = SchedulingCycle.objects.filter(
+        outcome=Outcome.BOUND,
+        chosen_node__in=list(nodes),
+        finished_at__lt=datetime.fromtimestamp(end, tz=UTC),
+        finished_at__gte=datetime.fromtimestamp(start - 3600, tz=UTC),
+    ).values_list("chosen_node", "pod_namespace", "pod_name", "finished_at")
+    return [Bind(node, ns, pod, at.timestamp()) for node, ns, pod, at in rows]
+
+
+def outcome_source() -> OutcomeSource:
+    if not settings.PROMETHEUS_URL:
+        return SyntheticOutcomeSource(_recorded_binds)
+    # Only with a Prometheus to ask: a heavy import the demo never needs.
+    from scheduler_core.outcomes.prometheus_source import PrometheusOutcomeSource
+    from scheduler_core.traffic.prometheus import PrometheusTrafficSource
+
+    transport = PrometheusTrafficSource(
+        settings.PROMETHEUS_URL,
+        timeout_seconds=settings.SCHEDLENS_PROMETHEUS_TIMEOUT_SECONDS,
+        retries=settings.SCHEDLENS_PROMETHEUS_RETRIES,
+    )
+    return PrometheusOutcomeSource(transport, pod_traffic_query())
