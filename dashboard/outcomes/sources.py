@@ -1,4 +1,5 @@
-"""Which source the outcome job reads: Prometheus (PROMETHEUS_URL) or, without one, the demo's synthetic traffic."""
+"""Which source the outcome job reads: Prometheus (PROMETHEUS_URL); without one, the demo's synthetic traffic
+(``SCHEDLENS_SYNTHETIC_TRAFFIC``), else nothing (every read fails saying so, and no outcome is written)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from datetime import UTC, datetime
 from django.conf import settings
 
 from dashboard.models import Outcome, SchedulingCycle
-from scheduler_core.outcomes.sources import OutcomeSource, PodTrafficQuery
+from dashboard.traffic.sources import NO_PROMETHEUS
+from scheduler_core.outcomes.sources import NodeAsk, OutcomeSource, PodAsk, PodFacts, PodTrafficQuery, Readings
 from scheduler_core.outcomes.synthetic import Bind, SyntheticOutcomeSource
+from scheduler_core.traffic import TrafficSourceError
 
 
 def pod_traffic_query() -> PodTrafficQuery:
@@ -31,9 +34,21 @@ def _recorded_binds(nodes: Sequence[str], start: float, end: float) -> list[Bind
     return [Bind(node, ns, pod, at.timestamp()) for node, ns, pod, at in rows]
 
 
+class NoPrometheusOutcomes:
+    """Outside the demo without a Prometheus: nothing to read, and the job says why instead of inventing outcomes."""
+
+    def read(self, nodes: Sequence[NodeAsk], pods: Sequence[PodAsk]) -> Readings:
+        raise TrafficSourceError(NO_PROMETHEUS)
+
+    def pod_facts(self, pods: Sequence[tuple[str, str]], at: float) -> dict[tuple[str, str], PodFacts]:
+        raise TrafficSourceError(NO_PROMETHEUS)
+
+
 def outcome_source() -> OutcomeSource:
     if not settings.PROMETHEUS_URL:
-        return SyntheticOutcomeSource(_recorded_binds)
+        return (
+            SyntheticOutcomeSource(_recorded_binds) if settings.SCHEDLENS_SYNTHETIC_TRAFFIC else NoPrometheusOutcomes()
+        )
     # Only with a Prometheus to ask: a heavy import the demo never needs.
     from scheduler_core.outcomes.prometheus_source import PrometheusOutcomeSource
     from scheduler_core.traffic.prometheus import PrometheusTrafficSource

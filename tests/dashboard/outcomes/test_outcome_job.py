@@ -133,3 +133,18 @@ def test_a_failed_read_leaves_the_outcome_for_the_next_run(db, kube_scheduler, a
     outcome.refresh_from_db()
     assert outcome.complete
     assert outcome.error == ""
+
+
+def test_outside_the_demo_without_prometheus_no_outcome_is_invented(db, kube_scheduler, anchor, settings):
+    """The demo's synthetic traffic never stands in for a real cluster's: without a Prometheus the job reads nothing,
+    writes no window, and says why."""
+    cycle = bound(kube_scheduler, name=ATTRIBUTED_POD, seconds=anchor - 17 * 60)
+    settings.PROMETHEUS_URL = ""
+    settings.SCHEDLENS_SYNTHETIC_TRAFFIC = False
+
+    result = outcomes_refresh(now=anchor)
+
+    assert "no Prometheus configured" in result.error
+    outcome = PlacementOutcome.objects.get(cycle=cycle)
+    assert outcome.windows == []
+    assert "no Prometheus configured" in outcome.error
