@@ -34,6 +34,7 @@ from django.utils import timezone
 
 from dashboard.replays.models import CandidateSource, HistoryReplay, ReplayStatus
 from dashboard.replays.selectors import ReplaySelection, replay_cycle_ids, replay_cycles, selection_from_input
+from dashboard.selectors.profile_versions import profile_version_descriptions
 from dashboard.selectors.profiles import profile_configuration
 from dashboard.storage.replay_inputs import CycleReader
 from scheduler_core.history_replay.report import CandidateDescription, HistoryReplayReport
@@ -271,7 +272,7 @@ def _run(replay: HistoryReplay, *, progress: Progress | None, chunk_size: int) -
     description = msgspec.convert(replay.candidate_scenario, CandidateDescription)
     candidate = candidate_validate(candidate_profile=replay.candidate_profile, candidate_yaml=replay.candidate_yaml)
     reader = CycleReader()
-    builder = ReportBuilder(_profile_descriptions(), candidate.description, description=description)
+    builder = ReportBuilder(profile_version_descriptions(), candidate.description, description=description)
     started = datetime.now(UTC)
     done = 0
     if progress is not None:
@@ -287,9 +288,3 @@ def _run(replay: HistoryReplay, *, progress: Progress | None, chunk_size: int) -
     report = builder.report(cycles_selected=total)
     report.seconds = round((datetime.now(UTC) - started).total_seconds(), 3)
     return report
-
-
-def _profile_descriptions() -> dict[str, dict[str, Any]]:
-    """The configured profiles, described (the recorded scenario of a cycle takes its profile's filters and
-    threshold as configured now, as the decision page's what-if does); empty when they cannot be read."""
-    return profile_configuration().descriptions
