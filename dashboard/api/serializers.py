@@ -272,8 +272,16 @@ class CycleDetailSerializer(CycleSerializer):
         return dict(ExplanationSerializer(cycle_explanation(cycle=cycle, read=self._read(cycle))).data)
 
 
+class VersionReferenceSerializer(serializers.Serializer[Any]):
+    digest = serializers.CharField(help_text="Empty: recorded before profile versions were kept.")
+    first_served = serializers.DateTimeField(allow_null=True, help_text="When its first cycle started.")
+    url = serializers.CharField(help_text="This version at /api/v1/profile-versions/<digest>/; empty without one.")
+    missing = serializers.CharField(help_text="Why the cycle has no known version; else empty.")
+
+
 class WhySerializer(serializers.Serializer[Any]):
     cycle = CycleSerializer()
+    profile_version = VersionReferenceSerializer(help_text="The profile version that decided the cycle.")
     explanation = ExplanationSerializer()
 
 

@@ -30,6 +30,7 @@ from rest_framework.viewsets import GenericViewSet, ReadOnlyModelViewSet, ViewSe
 from dashboard.api import exports
 from dashboard.api.exceptions import ErrorSerializer
 from dashboard.api.pagination import CycleCursorPagination, NodePagination
+from dashboard.api.profile_version_views import version_reference
 from dashboard.api.serializers import (
     ChainReportSerializer,
     CycleDetailSerializer,
@@ -56,6 +57,7 @@ from dashboard.selectors.cycles import (
     cycle_list_with_calls,
 )
 from dashboard.selectors.nodes import node_list, node_reasons
+from dashboard.selectors.profile_versions import cycle_profile_version
 from dashboard.selectors.profiles import ProfilesUnavailableError, profile_list
 from dashboard.traffic.models import TrafficRefresh
 from dashboard.traffic.selectors import traffic_refresh_list, traffic_snapshot_list
@@ -222,7 +224,14 @@ class WhyView(APIView):
             raise NotFound("no recorded cycle for this pod")
         explanation = cycle_explanation(cycle=cycle)
         cycle_data = CycleSerializer(cycle, context={"request": request}).data
-        return Response({"cycle": cycle_data, "explanation": ExplanationSerializer(explanation).data})
+        recorded = cycle_profile_version(profile=cycle.profile, digest=cycle.profile_version)
+        return Response(
+            {
+                "cycle": cycle_data,
+                "profile_version": version_reference(request, recorded),
+                "explanation": ExplanationSerializer(explanation).data,
+            }
+        )
 
 
 # --- nodes and profiles -----------------------------------------------------------------------------

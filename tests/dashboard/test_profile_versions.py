@@ -249,3 +249,40 @@ def test_the_profiles_page_lists_each_version_with_the_arg_that_changed(
     assert "pluginConfig.NetworkTraffic.timeRangeInMinutes: 5 → 10" in row.group(1)
     assert re.search(r'<td class="num">2</td>', row.group(1)), "the cycles it decided"
     assert f'<tr id="version-{V1_DIGEST}">' in page
+
+
+def test_the_why_api_names_the_version_with_a_link_to_it(client, api, settings, monkeypatch, tmp_path):
+    rolled_out(client, settings, monkeypatch, tmp_path)
+    named = api.get("/api/v1/why/", {"namespace": "shop", "name": "old-2"}).json()["profile_version"]
+    assert named["digest"] == V1_DIGEST
+    assert named["missing"] == ""
+    assert named["first_served"] == cycle_of("old-1").started_at.isoformat().replace("+00:00", "Z")
+    version = api.get(named["url"]).json()
+    assert (version["digest"], version["profile"], version["cycles"]) == (V1_DIGEST, "web", 2)
+
+    after = api.get(f"/api/v1/profile-versions/{V2_DIGEST}/").json()
+    assert after["previous"] == V1_DIGEST
+    assert {c["path"]: (c["before"], c["after"]) for c in after["changes"]} == {
+        "pluginConfig.TrafficThreshold.timeRangeInMinutes": (5, 10),
+        "pluginConfig.TrafficThreshold.maxBytesPerSecond": (125000000.0, 2000.0),
+        "pluginConfig.NetworkTraffic.timeRangeInMinutes": (5, 10),
+    }
+    assert api.get("/api/v1/profile-versions/", {"profile": "web"}).json()[0]["digest"] == V1_DIGEST
+    assert api.get("/api/v1/profile-versions/0123456789ab/").status_code == 404
+
+
+def test_the_history_and_the_api_filter_by_version(client, api, auditor, settings, monkeypatch, tmp_path):
+    rolled_out(client, settings, monkeypatch, tmp_path)
+    listed = api.get("/api/v1/cycles/", {"profile_version": V2_DIGEST}).json()["results"]
+    assert sorted(c["pod_name"] for c in listed) == ["new-1", "new-2"]
+    SchedulingCycle.objects.filter(pod_name="old-1").update(profile_version="")
+    unversioned = api.get("/api/v1/cycles/", {"profile_version": "none"}).json()["results"]
+    assert [c["pod_name"] for c in unversioned] == ["old-1"]
+    refused = api.get("/api/v1/cycles/", {"profile_version": "v2; drop"})
+    assert refused.status_code == 400
+    assert "profile_version" in refused.content.decode()
+
+    client.force_login(auditor)
+    page = html.unescape(client.get(reverse("ui:history"), {"profile_version": V1_DIGEST}).content.decode())
+    assert "old-2" in page
+    assert "new-1" not in page
