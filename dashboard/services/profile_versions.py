@@ -38,6 +38,11 @@ def profile_versions_store(*, spool: Spool) -> int:
 
 def profile_version_add(*, note: ProfileVersionNote) -> ProfileVersion:
     """Store ``note``'s version unless stored; add its replica to those that served it, and its YAML if unknown."""
+    with transaction.atomic():
+        return _add(note)
+
+
+def _add(note: ProfileVersionNote) -> ProfileVersion:
     stored, created = ProfileVersion.objects.select_for_update().get_or_create(
         digest=note.digest,
         defaults={
