@@ -1,24 +1,20 @@
-"""``/api/v1/profile-versions/``: every recorded version of each profile, what changed from the one before, and how
-many cycles it decided (``dashboard.selectors.profile_versions``); secret-looking values masked as ``/profiles/``
-masks them. The why API names a cycle's version with a link here (:func:`version_reference`)."""
+"""What ``/api/v1/profile-versions/`` (``dashboard.api.views.ProfileVersionViewSet``) serves: every recorded version
+of each profile, what changed from the one before, and how many cycles it decided
+(``dashboard.selectors.profile_versions``); secret-looking values masked as ``/profiles/`` masks them. The why API
+names a cycle's version with a link there (:func:`version_reference`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
-from rest_framework.response import Response
-from rest_framework.viewsets import ViewSet
 
 from dashboard.selectors.profile_versions import (
     RecordedVersion,
     VersionEntry,
     profile_version_first_served,
-    profile_version_history,
 )
 from dashboard.selectors.profiles import redact
 
@@ -44,7 +40,13 @@ class ProfileVersionSerializer(serializers.Serializer[Any]):
     yaml = serializers.CharField(help_text="The profile's entry in the profiles file as loaded (secrets masked).")
 
 
-def _shown(entry: VersionEntry) -> dict[str, Any]:
+class VersionQuerySerializer(serializers.Serializer[Any]):
+    profile = serializers.RegexField(
+        r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63, required=False, help_text="One profile's versions only."
+    )
+
+
+def version_shown(entry: VersionEntry) -> dict[str, Any]:
     version = entry.version
     return {
         "digest": version.digest,
@@ -80,29 +82,3 @@ def version_reference(request: Request, recorded: RecordedVersion) -> dict[str, 
         "url": request.build_absolute_uri(url) if url else "",
         "missing": recorded.missing,
     }
-
-
-class ProfileVersionViewSet(ViewSet):
-    """Recorded profile versions, oldest first per profile."""
-
-    lookup_field = "digest"
-    lookup_value_regex = r"[0-9a-f]{12,64}"
-    filter_backends: list[Any] = []
-
-    @extend_schema(
-        summary="Recorded profile versions",
-        parameters=[OpenApiParameter("profile", str, description="One profile's versions only.")],
-        responses={200: ProfileVersionSerializer(many=True)},
-    )
-    def list(self, request: Request) -> Response:
-        profile = request.query_params.get("profile") or None
-        history = profile_version_history(profile=profile)
-        return Response([_shown(entry) for entries in history.values() for entry in entries])
-
-    @extend_schema(summary="One recorded profile version", responses={200: ProfileVersionSerializer})
-    def retrieve(self, request: Request, digest: str | None = None) -> Response:
-        for entries in profile_version_history().values():
-            for entry in entries:
-                if entry.version.digest == digest:
-                    return Response(_shown(entry))
-        raise NotFound(f"no recorded profile version {digest!r}")

@@ -6,7 +6,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import SimpleRouter
 
-from dashboard.api import pending_views, profile_version_views, replay_views, views
+from dashboard.api import pending_views, replay_views, views
 
 app_name = "api"
 
@@ -14,7 +14,7 @@ router = SimpleRouter()
 router.register("cycles", views.CycleViewSet, basename="cycle")
 router.register("nodes", views.NodeViewSet, basename="node")
 router.register("profiles", views.ProfileViewSet, basename="profile")
-router.register("profile-versions", profile_version_views.ProfileVersionViewSet, basename="profile-version")
+router.register("profile-versions", views.ProfileVersionViewSet, basename="profile-version")
 router.register("traffic/refreshes", views.TrafficRefreshViewSet, basename="traffic-refresh")
 router.register("traffic/snapshots", views.TrafficSnapshotViewSet, basename="traffic-snapshot")
 router.register("replays", replay_views.ReplayViewSet, basename="replay")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler_core import profiles as profiles_module
-from scheduler_core.profile_versions import version_changes, version_notes
+from scheduler_core.profile_versions import decode_note, encode_note, version_changes, version_notes
 from scheduler_core.profiles import load_profiles
 
 BARE = """
@@ -89,3 +89,23 @@ def test_a_note_keeps_the_yaml_only_when_it_defines_that_version() -> None:
     # The file changed between loading the profiles and reading it again: its YAML is not this version's.
     (stale,) = version_notes(profiles, f"{BARE}  answer: {{scale: fixed}}\n", server="replica-a", at=1.0)
     assert stale.yaml == ""
+
+
+NOTE_AS_SPOOLED = (
+    b'{"digest":"3f2a9c01be44","profile":"web","normalized":{"name":"web","filter":["TrafficThreshold"]},'
+    b'"server":"replica-a","loaded_at":1800000000.5,"yaml":"name: web\\n"}'
+)
+"""A note as the spool's ``profile_versions`` table holds it (issue 31's form): the ingester must keep reading it."""
+
+
+def test_a_spooled_note_reads_back_field_for_field() -> None:
+    note = decode_note(NOTE_AS_SPOOLED)
+    assert (note.digest, note.profile, note.server, note.loaded_at, note.yaml) == (
+        "3f2a9c01be44",
+        "web",
+        "replica-a",
+        1800000000.5,
+        "name: web\n",
+    )
+    assert note.normalized == {"name": "web", "filter": ["TrafficThreshold"]}
+    assert encode_note(note) == NOTE_AS_SPOOLED
