@@ -149,9 +149,7 @@ def candidate_validate(
         )
     if name not in configured:
         known = ", ".join(sorted(configured))
-        raise ReplayRequestInvalid(
-            {"candidate_profile": [f"no configured or recorded profile {name!r} (configured: {known})"]}
-        )
+        raise ReplayRequestInvalid({"candidate_profile": [f"no configured profile {name!r} (configured: {known})"]})
     return Candidate(CandidateSource.PROFILE, name, "", configured[name].describe(), settings.SCHEDLENS_CONFIG)
 
 
