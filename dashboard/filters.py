@@ -29,6 +29,11 @@ NODE_NAME = RegexValidator(
 )
 
 
+PROFILE_VERSION = RegexValidator(
+    r"^([0-9a-f]{12,64}|none)$", "must be a profile version's digest (hex digits), or none"
+)
+
+
 class UtcDateTimeField(IsoDateTimeField):
     """ISO 8601 with any offset, handed to the database in UTC (PostgreSQL refuses offsets beyond ±15:59)."""
 
@@ -146,6 +151,12 @@ class CycleFilterSet(filters.FilterSet):
     pod = filters.CharFilter(field_name="pod_name", lookup_expr="icontains", label="Pod name contains")
     pod_uid = filters.CharFilter(field_name="pod_uid", label="Pod UID (exact)")
     profile = filters.CharFilter(field_name="profile", label="Extender profile (exact)")
+    profile_version = filters.CharFilter(
+        field_name="profile_version",
+        method="filter_profile_version",
+        validators=[PROFILE_VERSION],
+        label="Profile version (its digest; none: recorded before versions were kept)",
+    )
     # distinct=False: a column of the cycle itself cannot repeat a row, and DISTINCT would sort every bound cycle
     # before the page's LIMIT.
     outcome = filters.MultipleChoiceFilter(
@@ -174,6 +185,11 @@ class CycleFilterSet(filters.FilterSet):
     class Meta:
         model = SchedulingCycle
         fields: list[str] = []
+
+    def filter_profile_version(
+        self, queryset: QuerySet[SchedulingCycle], name: str, value: str
+    ) -> QuerySet[SchedulingCycle]:
+        return queryset.filter(profile_version="" if value == "none" else value) if value else queryset
 
     def filter_node_considered(
         self, queryset: QuerySet[SchedulingCycle], name: str, value: str

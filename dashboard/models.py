@@ -70,6 +70,14 @@ class SchedulingCycle(models.Model):
         editable=False,
         help_text="This cycle's bit in the NodePosting rows of its candidates (PostgreSQL): slot // 256, slot % 256.",
     )
+    profile_version = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        db_default="",  # rows written by code that predates the column (a rolling upgrade) get it too
+        help_text="The version of the profile its calls were answered under (ProfileVersion.digest); empty: recorded "
+        "before profile versions were kept.",
+    )
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -82,6 +90,8 @@ class SchedulingCycle(models.Model):
             models.Index(fields=["candidate_slot"], name="cycle_candidate_slot"),
             # Holds the tied cycles only: ``answer_tie=true`` pages newest first without walking the untied ones.
             models.Index(fields=["-started_at", "-id"], condition=models.Q(answer_tie=True), name="cycle_answer_tie"),
+            # The history filtered by version, and a version's first and last cycle (``dashboard.selectors``).
+            models.Index(fields=["profile_version", "started_at", "id"], name="cycle_profile_version"),
         ]
 
     def __str__(self) -> str:
@@ -123,6 +133,14 @@ class VerbCall(models.Model):
     )
     body = models.BinaryField(
         null=True, blank=True, help_text="Record and answer in binary form (dashboard.storage.call_body.body_encode)."
+    )
+    profile_version = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="The version of the profile that answered (VerbEvent.profile_version), sealed by the chain when not "
+        "empty; empty: recorded before profile versions were kept, or an unknown profile.",
     )
     chain_hash = models.CharField(
         max_length=64,
@@ -342,3 +360,24 @@ class NodeDayReasonTally(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node} on {self.day}: {self.plugin}: {self.reason}"
+
+
+class ProfileVersion(models.Model):
+    """One exact definition of a profile, stored once: what a cycle whose ``profile_version`` names it was decided by.
+
+    Written by the ingester from the notes each serving process spools when it loads its profiles
+    (``dashboard.services.profile_versions``), never on a verb's path. When it was first and last served comes from
+    the cycles (``cycle_profile_version`` index)."""
+
+    digest = models.CharField(max_length=64, unique=True, help_text="Profile.version(): 12 hex digits of SHA-256.")
+    profile = models.CharField(max_length=63, db_index=True)
+    yaml = models.TextField(blank=True, help_text="The profile's entry in the profiles file, as loaded.")
+    normalized = models.JSONField(help_text="Profile.describe(): every plugin, weight and arg, defaults filled in.")
+    servers = models.JSONField(default=list, help_text="The replicas (hosts) that loaded it, in the order noted.")
+    noted_at = models.DateTimeField(help_text="When a serving process first loaded it.")
+
+    class Meta:
+        ordering = ["profile", "noted_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.profile} {self.digest}"

@@ -256,10 +256,12 @@ def explained_bind(*, cycle: SchedulingCycle, records: CycleRecords) -> None:
         emitter().drop("no_node", f"cycle {cycle.pk} names no node: its Explained Event is not written")
         return
     # The cycle as it is now: the emitter's thread explains it later, while the ingester goes on with its objects.
-    chosen_node, error, profile = cycle.chosen_node, cycle.error, cycle.profile
+    chosen_node, error, profile, version = cycle.chosen_node, cycle.error, cycle.profile, cycle.profile_version
 
     def summary() -> str:
-        return records_summary(records=records, chosen_node=chosen_node, error=error, profile=profile)
+        return records_summary(
+            records=records, chosen_node=chosen_node, error=error, profile=profile, profile_version=version
+        )
 
     job = PodEventJob(
         namespace=cycle.pod_namespace,

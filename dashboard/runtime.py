@@ -12,8 +12,12 @@ What else runs beside it in a web process (the in-process ingester) is started b
 from __future__ import annotations
 
 import functools
+import logging
 import os
+import socket
+import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +30,7 @@ from dashboard.traffic.sources import unaddressed_source
 from dashboard.traffic.view import LocalInputs, build_inputs
 from scheduler_core.binding import Binder, SimulatedBinder, UnconfiguredBinder
 from scheduler_core.cluster import ClusterView, FileCluster, StaticCluster
+from scheduler_core.profile_versions import encode_note, version_notes
 from scheduler_core.profiles import Profile, load_profiles
 from scheduler_core.traffic import TrafficQuery, TrafficSource
 from scheduler_core.traffic.store import BackgroundRefresher, TrafficStore
@@ -55,6 +60,25 @@ def configured_profiles() -> dict[str, Profile]:
 def _profiles_in(path: str, mtime_ns: int, size: int) -> dict[str, Profile]:
     text = Path(path).read_text(encoding="utf-8") if path else None
     return load_profiles(text)
+
+
+log = logging.getLogger(__name__)
+
+
+def note_profile_versions(spool: Spool, profiles: dict[str, Profile]) -> None:
+    """Spool the versions of the profiles this process serves (once per version and host), for the ingester to store
+    (``dashboard.services.profile_versions``): every call's record names its version by digest only. A spool that
+    cannot take them is logged, never fatal: the calls still carry their digests."""
+    path = settings.SCHEDLENS_CONFIG
+    try:
+        text = Path(path).read_text(encoding="utf-8") if path else None
+    except OSError:
+        text = None
+    notes = version_notes(profiles, text, server=socket.gethostname(), at=time.time())
+    try:
+        spool.note_profile_versions([(n.digest, n.server, encode_note(n)) for n in notes])
+    except (sqlite3.Error, OSError):
+        log.exception("could not note the profile versions this process serves in the spool")
 
 
 def cluster_from_settings() -> ClusterView:
@@ -98,6 +122,7 @@ class Runtime:
         self.cluster = cluster_from_settings()
         self.traffic = TrafficStore()
         self.spool = Spool(settings.SCHEDLENS_SPOOL_DIR)
+        note_profile_versions(self.spool, self.profiles)
         self.extender = Extender(
             self.profiles,
             cluster=self.cluster,

@@ -51,6 +51,11 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS write_probe (id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
     # Binds in flight: written before the API server is asked, removed with the bind's record (see above).
     "CREATE TABLE IF NOT EXISTS bind_intents (id INTEGER PRIMARY KEY AUTOINCREMENT, data BLOB NOT NULL)",
+    # The profile versions this host's processes loaded (scheduler_core.profile_versions.ProfileVersionNote), once
+    # each; ``stored`` once the ingester has them in the database.
+    "CREATE TABLE IF NOT EXISTS profile_versions ("
+    "digest TEXT NOT NULL, server TEXT NOT NULL, data BLOB NOT NULL, stored INTEGER NOT NULL DEFAULT 0, "
+    "PRIMARY KEY (digest, server))",
 )
 
 SPOOL_APPEND_FAILURES = Counter(
@@ -273,6 +278,19 @@ class Spool:
             if settled:
                 conn.execute("INSERT INTO events (data, answered) VALUES (?, 1)", (data,))
         return settled
+
+    def note_profile_versions(self, notes: list[tuple[str, str, bytes]]) -> None:
+        """Keep each (digest, server, note) not kept yet: a process loading its profiles, never a verb."""
+        with self._transaction() as conn:
+            conn.executemany("INSERT OR IGNORE INTO profile_versions (digest, server, data) VALUES (?, ?, ?)", notes)
+
+    def profile_versions_unstored(self) -> list[tuple[str, str, bytes]]:
+        """The noted versions the database does not have yet: (digest, server, note)."""
+        cursor = self._conn().execute("SELECT digest, server, data FROM profile_versions WHERE stored = 0")
+        return [(str(row[0]), str(row[1]), bytes(row[2])) for row in cursor.fetchall()]
+
+    def profile_versions_stored(self, keys: list[tuple[str, str]]) -> None:
+        self._conn().executemany("UPDATE profile_versions SET stored = 1 WHERE digest = ? AND server = ?", keys)
 
     def confirm(self, row_id: int) -> None:
         """The answer of the call recorded in ``row_id`` was handed to the server in full."""

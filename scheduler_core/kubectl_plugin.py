@@ -232,7 +232,18 @@ def render_why(data: dict[str, Any]) -> str:
         for n in nodes
     ]
     headers = ["NODE", "PASSED", "FINAL", "ANSWER", "TRAFFIC", "REASON/ARITHMETIC"]
-    return "\n".join([head, str(explanation.get("summary", "")), "", table(headers, rows)])
+    return "\n".join([head, _version_line(data), str(explanation.get("summary", "")), "", table(headers, rows)])
+
+
+def _version_line(data: dict[str, Any]) -> str:
+    """Which exact profile version decided it (a why answer from a server before versions: no such key)."""
+    version = data.get("profile_version") or {}
+    if not version:
+        return "profile version: not given by this server"
+    if not version.get("digest") or version.get("missing"):
+        return f"profile version: {version.get('missing') or 'not known'}"
+    first = f", first served {version['first_served']}" if version.get("first_served") else ""
+    return f"profile version: {version['digest']}{first} ({version.get('url', '')})"
 
 
 def render_history(data: dict[str, Any]) -> str:

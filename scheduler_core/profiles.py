@@ -21,7 +21,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -106,6 +106,11 @@ class Profile:
     """The effective args of every plugin in use, as plain data (for records, the API and the dashboard)."""
     answer_scale: AnswerScale = DEFAULT_ANSWER_SCALE
     extender_weight: int | None = None
+    _version: str = field(default="", init=False, repr=False, compare=False)
+    """Computed once, when the profile is built: every verb call's record carries it (``VerbEvent.profile_version``)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_version", profile_version(self.describe()))
 
     def traffic_queries(self) -> frozenset[TrafficQuery]:
         """Every distinct traffic query this profile's plugins read (one snapshot each)."""
@@ -113,8 +118,8 @@ class Profile:
         return frozenset(p.args.query() for p in plugins if isinstance(getattr(p, "args", None), TrafficArgs))  # type: ignore[attr-defined]
 
     def version(self) -> str:
-        """This exact definition of the profile (:func:`profile_version` of :meth:`describe`)."""
-        return profile_version(self.describe())
+        """This exact definition of the profile (:func:`profile_version` of :meth:`describe`), computed once."""
+        return self._version
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -245,6 +250,20 @@ def _build_profile(config: _ProfileConfig) -> Profile:
         answer_scale=config.answer.scale,
         extender_weight=weight,
     )
+
+
+def profile_sources(text: str | None) -> dict[str, str]:
+    """Each profile's own entry of the YAML ``text`` as loaded (its mapping under ``profiles``, written again as YAML),
+    by name; empty for the built-in default. For the record of a profile's versions: what the operator wrote."""
+    if text is None:
+        return {}
+    document = yaml.safe_load(text)
+    entries = document.get("profiles") if isinstance(document, Mapping) else None
+    return {
+        str(entry["name"]): yaml.safe_dump(entry, sort_keys=False, allow_unicode=True)
+        for entry in entries or ()
+        if isinstance(entry, Mapping) and "name" in entry
+    }
 
 
 def load_profiles(text: str | None) -> dict[str, Profile]:

@@ -132,6 +132,10 @@ class VerbEvent(msgspec.Struct, omit_defaults=True, gc=False):
     answer_derived: bool = False
     """A prioritize's answer is its record's hosts with their extender scores, as ``wire.encode_host_priorities``
     writes them (the verb answered exactly that): the spool leaves the answer out and writes it again on reading."""
+    profile_version: str = ""
+    """The version of the profile that answered (``Profile.version()``: a digest of its complete definition); empty
+    for a call to an unknown profile, and in records spooled before versions were kept. Last: positions are the
+    spool's format (``scheduler_core.spool_codec``)."""
 
 
 class BindIntent(msgspec.Struct, omit_defaults=True, gc=False):

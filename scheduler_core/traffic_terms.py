@@ -23,6 +23,9 @@ TRAFFIC_PLUGINS = (NetworkTraffic.name, TrafficThreshold.name)
 WINDOW_ARG = "timeRangeInMinutes"
 LIMIT_ARG = "maxStalenessSeconds"
 CONFIGURED = "configured"
+RECORDED = "recorded"
+NOT_VERSIONED = "recorded before profile versions were kept"
+"""What every screen says of a cycle without a profile version, instead of reading today's file for it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,13 +35,18 @@ class TrafficTerms:
     window_minutes: int | None = None
     max_staleness_seconds: float | None = None
     source: str = ""
-    """``configured``: the profile as configured now (the record does not carry them); empty: not known."""
+    """``recorded``: the profile version the cycle recorded; ``configured``: the profile as configured now; empty:
+    not known."""
     unknown: str = ""
-    """Why the window and limit are not known ("not recorded; profile 'x' is no longer configured")."""
+    """Why the window and limit are not known ("recorded before profile versions were kept")."""
     profile: str = ""
+    version: str = ""
+    """The profile version they come from (``source`` ``recorded``)."""
 
     @property
     def provenance(self) -> str:
+        if self.source == RECORDED:
+            return f"profile {self.profile!r} version {self.version}, as recorded"
         return f"profile {self.profile!r} as configured now" if self.source == CONFIGURED else "as given"
 
     @property
@@ -68,20 +76,22 @@ def window_seconds(plugin_args: Mapping[str, Mapping[str, Any]]) -> int:
     return int((traffic_args(plugin_args) or {}).get(WINDOW_ARG, DEFAULT_WINDOW_MINUTES)) * 60
 
 
-def terms_of(profile: str, plugin_args: Mapping[str, Mapping[str, Any]] | None) -> TrafficTerms:
-    """The terms a configured profile states in its plugins' effective args (``Profile.plugin_args``); ``None``: the
-    profile is not configured."""
+def terms_of(profile: str, plugin_args: Mapping[str, Mapping[str, Any]] | None, *, version: str = "") -> TrafficTerms:
+    """The terms a profile states in its plugins' effective args (``Profile.plugin_args``, a description's
+    ``pluginConfig``): of its recorded ``version``, else as configured now; ``None``: the profile is not configured."""
+    source = RECORDED if version else CONFIGURED
     if plugin_args is None:
         return TrafficTerms(unknown=f"not recorded; profile {profile!r} is no longer configured", profile=profile)
     args = traffic_args(plugin_args)
     if args is None:
-        return TrafficTerms(source=CONFIGURED, unknown=f"profile {profile!r} reads no traffic", profile=profile)
+        return TrafficTerms(source=source, unknown=f"profile {profile!r} reads no traffic", profile=profile)
     window, limit = args.get(WINDOW_ARG), args.get(LIMIT_ARG)
     return TrafficTerms(
         window_minutes=window if isinstance(window, int) else None,
         max_staleness_seconds=float(limit) if isinstance(limit, int | float) else None,
-        source=CONFIGURED,
+        source=source,
         profile=profile,
+        version=version,
     )
 
 

@@ -175,6 +175,7 @@ class Extender:
             started_at=started.at,
             duration_ms=round((time.perf_counter() - started.perf) * 1000, 3),
             server=SERVER_ID,
+            profile_version=known.version() if (known := self.profiles.get(profile)) is not None else "",
             **fields,  # type: ignore[arg-type]
         )
 

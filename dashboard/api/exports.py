@@ -51,6 +51,7 @@ FIELDS = (
     "preempt_ms",
     "metric_age_seconds",
     "error",
+    "profile_version",
 )
 CALL_FIELDS = (
     "id",
@@ -64,6 +65,7 @@ CALL_FIELDS = (
     "record",
     "response",
     "chain_hash",
+    "profile_version",
 )
 STORED_CALL_FIELDS = (
     *(f for f in CALL_FIELDS if f not in {"record", "response"}),

@@ -132,12 +132,13 @@ class TrafficTermsSerializer(_PlainSerializer):
         allow_null=True, help_text="The age past which traffic counts as stale (maxStalenessSeconds); null: not known."
     )
     source = serializers.CharField(  # type: ignore[assignment]  # a declared field, popped from the class by DRF: not Field.source
-        help_text="configured: the profile as configured now (the record does not carry them); empty: not known."
+        help_text="recorded: the profile version the cycle recorded; empty: not known."
     )
     unknown = serializers.CharField(
-        help_text="Why they are not known, e.g. \"not recorded; profile 'x' is no longer configured\"; else empty."
+        help_text='Why they are not known, e.g. "not recorded; recorded before profile versions were kept"; else empty.'
     )
     profile = serializers.CharField(help_text="The profile they are looked up in: the cycle's.")
+    version = serializers.CharField(help_text="The profile version they come from; empty: not known.")
 
 
 class ExplanationSerializer(_PlainSerializer):
@@ -216,6 +217,7 @@ class CycleSerializer(serializers.HyperlinkedModelSerializer[SchedulingCycle]):
             "preempt_ms",
             "metric_age_seconds",
             "error",
+            "profile_version",
         ]
         read_only_fields = fields
 
@@ -270,8 +272,16 @@ class CycleDetailSerializer(CycleSerializer):
         return dict(ExplanationSerializer(cycle_explanation(cycle=cycle, read=self._read(cycle))).data)
 
 
+class VersionReferenceSerializer(serializers.Serializer[Any]):
+    digest = serializers.CharField(help_text="Empty: recorded before profile versions were kept.")
+    first_served = serializers.DateTimeField(allow_null=True, help_text="When its first cycle started.")
+    url = serializers.CharField(help_text="This version at /api/v1/profile-versions/<digest>/; empty without one.")
+    missing = serializers.CharField(help_text="Why the cycle has no known version; else empty.")
+
+
 class WhySerializer(serializers.Serializer[Any]):
     cycle = CycleSerializer()
+    profile_version = VersionReferenceSerializer(help_text="The profile version that decided the cycle.")
     explanation = ExplanationSerializer()
 
 

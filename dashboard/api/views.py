@@ -30,6 +30,12 @@ from rest_framework.viewsets import GenericViewSet, ReadOnlyModelViewSet, ViewSe
 from dashboard.api import exports
 from dashboard.api.exceptions import ErrorSerializer
 from dashboard.api.pagination import CycleCursorPagination, NodePagination
+from dashboard.api.profile_version_views import (
+    ProfileVersionSerializer,
+    VersionQuerySerializer,
+    version_reference,
+    version_shown,
+)
 from dashboard.api.serializers import (
     ChainReportSerializer,
     CycleDetailSerializer,
@@ -57,6 +63,7 @@ from dashboard.selectors.cycles import (
     cycle_list_with_calls,
 )
 from dashboard.selectors.nodes import node_list, node_reasons
+from dashboard.selectors.profile_versions import cycle_profile_version, profile_version_history
 from dashboard.selectors.profiles import ProfilesUnavailableError, profile_list
 from dashboard.traffic.models import TrafficRefresh
 from dashboard.traffic.selectors import traffic_refresh_list, traffic_snapshot_list
@@ -234,7 +241,14 @@ class WhyView(APIView):
             raise NotFound("no recorded cycle for this pod")
         explanation = cycle_explanation(cycle=cycle)
         cycle_data = CycleSerializer(cycle, context={"request": request}).data
-        return Response({"cycle": cycle_data, "explanation": ExplanationSerializer(explanation).data})
+        recorded = cycle_profile_version(profile=cycle.profile, digest=cycle.profile_version)
+        return Response(
+            {
+                "cycle": cycle_data,
+                "profile_version": version_reference(request, recorded),
+                "explanation": ExplanationSerializer(explanation).data,
+            }
+        )
 
 
 # --- nodes and profiles -----------------------------------------------------------------------------
@@ -340,6 +354,35 @@ class ProfileViewSet(ViewSet):
             if profile["name"] == name:
                 return Response(ProfileSerializer(profile).data)
         raise NotFound(f"no profile {name!r}")
+
+
+class ProfileVersionViewSet(ViewSet):
+    """Recorded profile versions, oldest first per profile."""
+
+    lookup_field = "digest"
+    lookup_value_regex = r"[0-9a-f]{12,64}"
+    filter_backends: list[Any] = []
+
+    @extend_schema(
+        summary="Recorded profile versions",
+        parameters=[VersionQuerySerializer],
+        responses={200: ProfileVersionSerializer(many=True), **ERRORS},
+    )
+    def list(self, request: Request) -> Response:
+        query = VersionQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)  # a 400 naming the field
+        history = profile_version_history(profile=query.validated_data.get("profile") or None)
+        return Response([version_shown(entry) for entries in history.values() for entry in entries])
+
+    @extend_schema(
+        summary="One recorded profile version", responses={200: ProfileVersionSerializer, **ERRORS, **NOT_FOUND}
+    )
+    def retrieve(self, request: Request, digest: str | None = None) -> Response:
+        for entries in profile_version_history().values():
+            for entry in entries:
+                if entry.version.digest == digest:
+                    return Response(version_shown(entry))
+        raise NotFound(f"no recorded profile version {digest!r}")
 
 
 # --- tamper evidence --------------------------------------------------------------------------------

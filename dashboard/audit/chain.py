@@ -54,9 +54,11 @@ CONTENT_FIELDS = (
 The names are the canonical ones (a row of ``.values()`` may name the two JSON columns by their fields,
 ``record_json`` and ``response_json``); a call stored with a binary body (migration 0004) adds the body's SHA-256,
 so calls recorded before hash exactly as they did."""
+OPTIONAL_CONTENT_FIELDS = ("profile_version",)
+"""Covered only when not empty: calls recorded before the column existed hash exactly as they did."""
 STORED_FIELDS = {"record": "record_json", "response": "response_json"}
 """Canonical name → the ``VerbCall`` field that holds it."""
-CALL_COLUMNS = (*(STORED_FIELDS.get(name, name) for name in CONTENT_FIELDS), "body")
+CALL_COLUMNS = (*(STORED_FIELDS.get(name, name) for name in CONTENT_FIELDS), *OPTIONAL_CONTENT_FIELDS, "body")
 """The ``VerbCall`` fields a link covers."""
 _json_string = encode_basestring_ascii
 """``json.dumps`` of a string, without its dispatch (the same C function writes it)."""
@@ -133,14 +135,17 @@ def _stored(values: Mapping[str, Any], name: str) -> Any:
     return values[name] if name in values else values[STORED_FIELDS[name]]
 
 
-_CONTENT_KEYS = tuple(_json_string(name) + ":" for name in sorted(CONTENT_FIELDS))
 _CONTENT_NAMES = tuple(sorted(CONTENT_FIELDS))
+_CONTENT_KEYS = tuple(_json_string(name) + ":" for name in _CONTENT_NAMES)
+_VERSIONED_NAMES = tuple(sorted((*CONTENT_FIELDS, *OPTIONAL_CONTENT_FIELDS)))
+_VERSIONED_KEYS = tuple(_json_string(name) + ":" for name in _VERSIONED_NAMES)
 _BODY_KEY = _json_string("body") + ':"'
 assert sorted((*CONTENT_FIELDS, "body"))[0] == "body", "the body's digest leads the sorted content"
 
 
 def call_content(values: Mapping[str, Any]) -> bytes:
-    """Canonical bytes of one call's chained content (``values`` has at least ``CONTENT_FIELDS``, and ``body``).
+    """Canonical bytes of one call's chained content (``values`` has at least ``CONTENT_FIELDS``, and ``body``; its
+    ``profile_version`` when not empty).
 
     A packed record or answer counts as what its column holds, its packed text (``dashboard.storage.packed_json``);
     a binary body as its SHA-256. Exactly ``_canonical`` of that content as a mapping (``tests/security``), written
@@ -148,7 +153,9 @@ def call_content(values: Mapping[str, Any]) -> bytes:
     """
     body = values.get("body")
     out: list[str] = ["{", _BODY_KEY, hashlib.sha256(body).hexdigest(), '",'] if body is not None else ["{"]
-    for index, (name, key) in enumerate(zip(_CONTENT_NAMES, _CONTENT_KEYS, strict=True)):
+    versioned = bool(values.get("profile_version"))
+    names, keys = (_VERSIONED_NAMES, _VERSIONED_KEYS) if versioned else (_CONTENT_NAMES, _CONTENT_KEYS)
+    for index, (name, key) in enumerate(zip(names, keys, strict=True)):
         if index:
             out.append(",")
         out.append(key)

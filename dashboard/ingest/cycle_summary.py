@@ -33,6 +33,7 @@ SUMMARY_FIELDS = [
     "answer_tie",
     "outcome",
     "chosen_node",
+    "profile_version",
 ]
 """What :func:`summarize` (and a late pod name) may change on a stored cycle."""
 
@@ -81,6 +82,9 @@ def summarize(cycle: SchedulingCycle, summaries: Sequence[Summary], *, postgres:
     elif filtered is not None and filtered.passed_count == 1:
         cycle.preferred_node = filtered.only_passed  # kube-scheduler skips prioritize for one node
     cycle.answer_tie = scored is not None and scored.answer_tie
+    # The version that decided: the prioritize's, else the filter's, else any call's (a refusal has none).
+    versions = (s.profile_version for s in (scored, filtered, *summaries) if s is not None and s.profile_version)
+    cycle.profile_version = next(versions, "")
 
     bind = by_verb.get(BIND)
     if any(s.http_status != 200 or (s.error and s.verb in {FILTER, BIND}) for s in summaries):

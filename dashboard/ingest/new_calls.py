@@ -122,6 +122,8 @@ class Summary:
     """A prioritize's: our preferred node answered the same 0..10 as a lower-scored node (``preference_tied``)."""
     ages: Sequence[float | None] = ()
     bind_node: str = ""
+    profile_version: str = ""
+    """The version of the profile that answered (the cycle's ``profile_version``); empty: recorded before versions."""
 
     def __getstate__(self) -> tuple[Any, ...]:  # to the ingester from its builder process
         return _state_out(self, "nodes")
@@ -143,6 +145,7 @@ class Summary:
                 event.filter or event.prioritize or event.bind or event.preempt or event.error_path or event.node_mode
             ),
         )
+        summary.profile_version = event.profile_version
         summary._fold(event.filter, event.prioritize, event.bind)
         return summary
 
@@ -160,6 +163,7 @@ class Summary:
             record.node_mode,
             bool(record_builtins(record)),
         )
+        summary.profile_version = call.profile_version
         summary._fold(record.filter, record.prioritize, record.bind)
         return summary
 

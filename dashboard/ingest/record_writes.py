@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 from django.db import connection
 
-from dashboard.audit.chain import CONTENT_FIELDS, STORED_FIELDS
+from dashboard.audit.chain import CONTENT_FIELDS, OPTIONAL_CONTENT_FIELDS, STORED_FIELDS
 from dashboard.ingest.new_calls import NewCall
 from dashboard.models import (
     NodeDayReasonTally,
@@ -34,7 +34,7 @@ from dashboard.models import (
 )
 from dashboard.storage.packed_json import stored_form
 
-_CALL_COPY_COLUMNS = (*CONTENT_FIELDS, "body", "chain_hash")
+_CALL_COPY_COLUMNS = (*CONTENT_FIELDS, *OPTIONAL_CONTENT_FIELDS, "body", "chain_hash")
 """A new call's row as COPY writes it: what its chain link covers (database column names), then body and hash."""
 _JSON_COLUMNS = frozenset({"record", "response"})
 POSTING_BITS = 256
@@ -107,6 +107,7 @@ def call_row(cycle_id: int, call: NewCall) -> dict[str, Any]:
         "record": call.record_json,
         "response": call.response_json,
         "body": call.body,
+        "profile_version": call.summary.profile_version,
     }
 
 

@@ -24,6 +24,7 @@ from dashboard.ingest.cycles import ingest_calls
 from dashboard.ingest.new_calls import NewCall, build_call
 from dashboard.ingest.sanitize import sanitize_for_postgres
 from dashboard.ingest.spool_read_ahead import SpoolReadAhead
+from dashboard.services.profile_versions import profile_versions_store
 from dashboard.spool import Spool, SpoolRow
 from scheduler_core.record import PRIORITIZE, VerbEvent
 from scheduler_core.spool_codec import decode_event
@@ -123,6 +124,7 @@ def spool_ingest(
     with spool.ingest_lease() as leased:
         if not leased:
             return 0
+        profile_versions_store(spool=spool)  # the versions the calls name, before the calls
         with SpoolReadAhead(
             spool,
             batch_size=batch_size,

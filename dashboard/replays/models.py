@@ -15,6 +15,7 @@ class ReplayStatus(models.TextChoices):
 class CandidateSource(models.TextChoices):
     PROFILE = "profile", "A configured profile"
     YAML = "yaml", "Profile YAML given with the replay"
+    VERSION = "version", "A recorded profile version"
 
 
 class HistoryReplay(models.Model):
@@ -32,6 +33,9 @@ class HistoryReplay(models.Model):
         max_length=63, blank=True, help_text="The candidate profile's name (configured, or in candidate_yaml)."
     )
     candidate_yaml = models.TextField(blank=True, help_text="Profile YAML given with the replay (empty: configured).")
+    candidate_version = models.CharField(
+        max_length=64, blank=True, default="", help_text="The recorded profile version replayed under (its digest)."
+    )
     candidate_scenario = models.JSONField(
         default=dict, help_text="The candidate as replayed (scheduler_core.history_replay.report.CandidateDescription)."
     )

@@ -179,7 +179,16 @@ def replay_cycle_ids(selection: ReplaySelection, *, limit: int) -> Sequence[int]
     return ids
 
 
-_CYCLE_FIELDS = ("id", "started_at", "pod_namespace", "pod_name", "profile", "preferred_node", "chosen_node")
+_CYCLE_FIELDS = (
+    "id",
+    "started_at",
+    "pod_namespace",
+    "pod_name",
+    "profile",
+    "preferred_node",
+    "chosen_node",
+    "profile_version",
+)
 _CALL_FIELDS = ("cycle_id", "verb", "http_status", "event_id", "body", "record_json")
 
 
@@ -209,6 +218,7 @@ def replay_rows(ids: Sequence[int]) -> Iterator[RecordedCycleRow]:
             preferred_node=cycle[5],
             chosen_node=cycle[6],
             calls=calls.get(cycle_id, []),
+            profile_version=cycle[7],
         )
 
 
@@ -216,7 +226,9 @@ def replay_cycles(ids: Sequence[int], *, reader: CycleReader) -> Iterator[Record
     """The cycles ``ids`` with their recorded inputs, read by ``reader`` (which keeps the shared parts it decoded
     from chunk to chunk)."""
     for row in replay_rows(ids):
-        yield reader.cycle(row, shared_parts=shared_part_data)
+        cycle = reader.cycle(row, shared_parts=shared_part_data)
+        cycle.profile_version = row.profile_version  # its baseline: the version it recorded
+        yield cycle
 
 
 # --- replays kept -------------------------------------------------------------------------------------------------

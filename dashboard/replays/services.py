@@ -32,8 +32,14 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from dashboard.models import ProfileVersion
 from dashboard.replays.models import CandidateSource, HistoryReplay, ReplayStatus
 from dashboard.replays.selectors import ReplaySelection, replay_cycle_ids, replay_cycles, selection_from_input
+from dashboard.selectors.profile_versions import (
+    profile_version_descriptions,
+    profile_version_get,
+    profile_version_newest,
+)
 from dashboard.selectors.profiles import profile_configuration
 from dashboard.storage.replay_inputs import CycleReader
 from scheduler_core.history_replay.report import CandidateDescription, HistoryReplayReport
@@ -67,20 +73,40 @@ class Candidate:
     """A validated candidate profile."""
 
     source: str
-    """``profile`` or ``yaml`` (:class:`~dashboard.replays.models.CandidateSource`)."""
+    """``profile``, ``yaml`` or ``version`` (:class:`~dashboard.replays.models.CandidateSource`)."""
     name: str
     yaml: str
     description: dict[str, Any] = field(repr=False)
     """``Profile.describe()`` of the candidate."""
     profile_file: str = ""
     """A configured candidate's profiles file (empty: the built-in default, or YAML given with the replay)."""
+    version: str = ""
+    """A recorded version's digest (``version``)."""
+    note: str = ""
+    """What the caller should be told about how the candidate was found (a name resolved to a recorded version)."""
 
 
-def candidate_validate(*, candidate_profile: str = "", candidate_yaml: str = "") -> Candidate:
-    """The candidate named by a configured profile's name, or given as profile YAML (one profile, or several and
-    ``candidate_profile`` naming one of them). Raises :class:`ReplayRequestInvalid`."""
+def _recorded_candidate(stored: ProfileVersion, note: str = "") -> Candidate:
+    return Candidate(CandidateSource.VERSION, stored.profile, "", stored.normalized, version=stored.digest, note=note)
+
+
+def candidate_validate(
+    *, candidate_profile: str = "", candidate_yaml: str = "", candidate_version: str = ""
+) -> Candidate:
+    """The candidate named by a configured profile's name, given as profile YAML (one profile, or several and
+    ``candidate_profile`` naming one of them), or a recorded profile version (its digest). A name no profiles file
+    here configures resolves to the newest recorded version of that profile, and says so (``Candidate.note``).
+    Raises :class:`ReplayRequestInvalid`."""
     name = (candidate_profile or "").strip()
     text = candidate_yaml or ""
+    digest = (candidate_version or "").strip()
+    if digest:
+        if text.strip():
+            raise ReplayRequestInvalid({"candidate_version": ["give a recorded version or profile YAML, not both"]})
+        stored = profile_version_get(digest=digest)
+        if stored is None:
+            raise ReplayRequestInvalid({"candidate_version": [f"no recorded profile version {digest!r}"]})
+        return _recorded_candidate(stored)
     if text.strip():
         if len(text.encode()) > MAX_YAML_BYTES:
             raise ReplayRequestInvalid({"candidate_yaml": [f"at most {MAX_YAML_BYTES // 1024} KiB of YAML"]})
@@ -107,11 +133,20 @@ def candidate_validate(*, candidate_profile: str = "", candidate_yaml: str = "")
             {"candidate_profile": ["name a configured profile, or give profile YAML in candidate_yaml"]}
         )
     configuration = profile_configuration()
+    configured: Mapping[str, Profile] = configuration.profiles
+    if not configuration.path or configuration.error is not None or name not in configured:
+        # No profiles file configures it here: the newest version recorded, rather than the built-in default's.
+        newest = profile_version_newest(profile=name)
+        if newest is not None:
+            where = "no profiles file is configured" if not configuration.path else f"{configuration.path} does not"
+            if configuration.path and configuration.error is not None:
+                where = f"{configuration.path} cannot be read"
+            note = f"{where} for profile {name!r} here: replaying its newest recorded version {newest.digest}"
+            return _recorded_candidate(newest, note)
     if configuration.error is not None:
         raise ReplayRequestInvalid(
             {"candidate_profile": [f"the profiles configuration cannot be read: {configuration.problem}"]}
         )
-    configured: Mapping[str, Profile] = configuration.profiles
     if name not in configured:
         known = ", ".join(sorted(configured))
         raise ReplayRequestInvalid({"candidate_profile": [f"no configured profile {name!r} (configured: {known})"]})
@@ -123,6 +158,7 @@ def history_replay_start(
     selection: Mapping[str, Any] | ReplaySelection,
     candidate_profile: str = "",
     candidate_yaml: str = "",
+    candidate_version: str = "",
     created_by: str = "",
     runner: str | None = None,
 ) -> HistoryReplay:
@@ -145,7 +181,9 @@ def history_replay_start(
         errors.update({f"selection.{k}": v for k, v in selection_errors.items()})
     candidate: Candidate | None = None
     try:
-        candidate = candidate_validate(candidate_profile=candidate_profile, candidate_yaml=candidate_yaml)
+        candidate = candidate_validate(
+            candidate_profile=candidate_profile, candidate_yaml=candidate_yaml, candidate_version=candidate_version
+        )
     except ReplayRequestInvalid as exc:
         errors.update(exc.errors)
     if errors or chosen is None or candidate is None:
@@ -161,6 +199,7 @@ def history_replay_start(
         candidate_source=candidate.source,
         candidate_profile=candidate.name,
         candidate_yaml=candidate.yaml,
+        candidate_version=candidate.version,
         candidate_scenario=msgspec.to_builtins(description),
     )
     how = runner or settings.SCHEDLENS_REPLAY_RUNNER
@@ -269,9 +308,13 @@ def _run(replay: HistoryReplay, *, progress: Progress | None, chunk_size: int) -
     total = len(ids)
     HistoryReplay.objects.filter(pk=replay.pk).update(progress_total=total, progress_done=0)
     description = msgspec.convert(replay.candidate_scenario, CandidateDescription)
-    candidate = candidate_validate(candidate_profile=replay.candidate_profile, candidate_yaml=replay.candidate_yaml)
+    candidate = candidate_validate(
+        candidate_profile=replay.candidate_profile,
+        candidate_yaml=replay.candidate_yaml,
+        candidate_version=replay.candidate_version,
+    )
     reader = CycleReader()
-    builder = ReportBuilder(_profile_descriptions(), candidate.description, description=description)
+    builder = ReportBuilder(profile_version_descriptions(), candidate.description, description=description)
     started = datetime.now(UTC)
     done = 0
     if progress is not None:
@@ -287,9 +330,3 @@ def _run(replay: HistoryReplay, *, progress: Progress | None, chunk_size: int) -
     report = builder.report(cycles_selected=total)
     report.seconds = round((datetime.now(UTC) - started).total_seconds(), 3)
     return report
-
-
-def _profile_descriptions() -> dict[str, dict[str, Any]]:
-    """The configured profiles, described (the recorded scenario of a cycle takes its profile's filters and
-    threshold as configured now, as the decision page's what-if does); empty when they cannot be read."""
-    return profile_configuration().descriptions

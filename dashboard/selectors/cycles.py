@@ -19,7 +19,7 @@ from django.db.models import Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from dashboard.models import SchedulingCycle, VerbCall, shared_part_data
-from dashboard.selectors.profiles import profile_configuration
+from dashboard.selectors.profile_versions import cycle_profile_version
 from dashboard.storage.call_record import call_read
 from scheduler_core.explain import Explanation, explain, explain_summary
 from scheduler_core.recompute import Mismatch, recompute_explanation
@@ -147,46 +147,52 @@ def call_get_read(*, call: VerbCall) -> CallRead:
     return call_reads(calls=[call])[0]
 
 
-def cycle_traffic_terms(*, profile: str) -> TrafficTerms:
+def cycle_traffic_terms(*, profile: str, profile_version: str) -> TrafficTerms:
     """The traffic window and staleness limit a cycle of ``profile`` is explained with, for every screen and export.
 
-    The record does not carry them, so they are the profile's as configured now, and say so; a profile no longer
-    configured, or a profiles file that cannot be read, leaves them unknown with the reason, never a default. When
-    cycles record their profile's version, this is the one place to read it first.
+    The record carries its profile's version, not its args: they are that version's, as stored, and say so. A cycle
+    recorded before versions were kept, or whose version is not stored, leaves them unknown with the reason, never
+    today's file or a default.
     """
-    configuration = profile_configuration()
-    if configuration.error is not None:
-        reason = f"not recorded; the profiles configuration cannot be read: {configuration.problem}"
-        return TrafficTerms(unknown=reason, profile=profile)
-    configured = configuration.profiles.get(profile)
-    return terms_of(profile, configured.plugin_args if configured is not None else None)
+    recorded = cycle_profile_version(profile=profile, digest=profile_version)
+    if recorded.description is None:
+        return TrafficTerms(unknown=f"not recorded; {recorded.missing}", profile=profile)
+    return terms_of(profile, recorded.description.get("pluginConfig", {}), version=profile_version)
 
 
 def cycle_explanation(*, cycle: SchedulingCycle, read: CycleRead | None = None) -> Explanation:
     """Explain a cycle from its calls (prefetched by ``cycle_list_with_calls``), or from its ``read``."""
     records = (read if read is not None else cycle_read(cycle=cycle)).records
-    return records_explanation(records=records, chosen_node=cycle.chosen_node, error=cycle.error, profile=cycle.profile)
+    return records_explanation(
+        records=records,
+        chosen_node=cycle.chosen_node,
+        error=cycle.error,
+        profile=cycle.profile,
+        profile_version=cycle.profile_version,
+    )
 
 
-def records_explanation(*, records: CycleRecords, chosen_node: str, error: str, profile: str) -> Explanation:
-    """Explain a cycle from its records (as ``cycle_records`` collects them)."""
+def records_explanation(
+    *, records: CycleRecords, chosen_node: str, error: str, profile: str, profile_version: str
+) -> Explanation:
+    """Explain a cycle from its records (as ``cycle_records`` collects them), under its recorded profile version."""
     return explain(
         filter_record=records.filter,
         prioritize_record=records.prioritize,
         chosen_node=chosen_node,
         error=error,
-        traffic_terms=cycle_traffic_terms(profile=profile),
+        traffic_terms=cycle_traffic_terms(profile=profile, profile_version=profile_version),
     )
 
 
-def records_summary(*, records: CycleRecords, chosen_node: str, error: str, profile: str) -> str:
+def records_summary(*, records: CycleRecords, chosen_node: str, error: str, profile: str, profile_version: str) -> str:
     """``records_explanation(...).summary``, the same text, without explaining every node (the pod's Event)."""
     return explain_summary(
         filter_record=records.filter,
         prioritize_record=records.prioritize,
         chosen_node=chosen_node,
         error=error,
-        traffic_window_minutes=cycle_traffic_terms(profile=profile).window_minutes,
+        traffic_window_minutes=cycle_traffic_terms(profile=profile, profile_version=profile_version).window_minutes,
     )
 
 

@@ -77,6 +77,8 @@ class RecordedCycleRow:
     preferred_node: str
     chosen_node: str
     calls: Sequence[Call]
+    profile_version: str = ""
+    """The version of the profile the cycle was decided by; empty: recorded before versions were kept."""
 
 
 class _SlimFilter(msgspec.Struct, gc=False):

@@ -124,7 +124,7 @@ def replay_row(replay: HistoryReplay) -> ReplayRow:
         started_at=replay.started_at,
         finished_at=replay.finished_at,
         candidate=replay.candidate_profile or "(YAML)",
-        candidate_source="YAML" if replay.candidate_source == "yaml" else "configured",
+        candidate_source={"yaml": "YAML", "version": "recorded"}.get(replay.candidate_source, "configured"),
         candidate_version=str(replay.candidate_scenario.get("version") or ""),
         candidate_text=_candidate_text(replay),
         selection=selection_text(replay.selection),

@@ -25,6 +25,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from dashboard.replays.models import HistoryReplay, ReplayStatus
 from dashboard.replays.selectors import DEFAULT_LAST, history_replay_get, history_replay_list, history_replay_report
 from dashboard.replays.services import MAX_YAML_BYTES, ReplayRequestInvalid, history_replay_start
+from dashboard.selectors.profile_versions import profile_version_history
 from dashboard.selectors.profiles import profile_configuration
 from dashboard.ui import replay_presenters
 
@@ -41,8 +42,9 @@ FORM_FIELDS = (
     "candidate_yaml_profile",
     "candidate_yaml",
     "candidate_file",
+    "candidate_version",
 )
-SOURCES = ("profile", "yaml")
+SOURCES = ("profile", "yaml", "version")
 MAX_FORM_BYTES = 2 * MAX_YAML_BYTES + 64 * 1024
 """The largest start form read (the YAML pasted or uploaded, and the rest): the project lets request bodies be any
 size for the verbs (``DATA_UPLOAD_MAX_MEMORY_SIZE = None``), so this page sets its own bound before Django reads it."""
@@ -114,6 +116,8 @@ def _start(request: HttpRequest) -> tuple[HistoryReplay | None, StartForm]:
         )
     if source == "yaml" and not yaml_text.strip() and "candidate_file" not in form.errors:
         form.add("candidate_yaml", "paste profile YAML or upload a file")
+    if source == "version" and not form.values.get("candidate_version", "").strip():
+        form.add("candidate_version", "choose a recorded profile version")
     if form.invalid:
         return None, form
     selection = {name: form.values[name].strip() for name in SELECTION_FIELDS if form.values.get(name, "").strip()}
@@ -122,9 +126,11 @@ def _start(request: HttpRequest) -> tuple[HistoryReplay | None, StartForm]:
             selection=selection,
             candidate_profile=(
                 form.values.get("candidate_profile", "") if source == "profile"
-                else form.values.get("candidate_yaml_profile", "")
+                else form.values.get("candidate_yaml_profile", "") if source == "yaml"
+                else ""
             ),
             candidate_yaml=yaml_text if source == "yaml" else "",
+            candidate_version=form.values.get("candidate_version", "").strip() if source == "version" else "",
             created_by=request.user.get_username(),
         )  # fmt: skip
     except ReplayRequestInvalid as exc:
@@ -170,6 +176,7 @@ def replays(request: HttpRequest) -> HttpResponse:
     context = {
         "form": form,
         "profiles": sorted(configured),
+        "versions": [entry for entries in profile_version_history().values() for entry in reversed(entries)],
         "default_last": DEFAULT_LAST,
         "max_yaml_kib": MAX_YAML_BYTES // 1024,
         "runner": settings.SCHEDLENS_REPLAY_RUNNER,

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard.ui import balance_views, pending_views, replay_views, views
+from dashboard.ui import balance_views, pending_views, profile_views, replay_views, views
 
 app_name = "ui"
 
@@ -15,6 +15,7 @@ urlpatterns = [
     path("pending/<str:namespace>/<str:name>/", pending_views.pending_pod_page, name="pending-pod"),
     path("pending/<str:namespace>/<str:name>/body/", pending_views.pending_pod_body, name="pending-pod-body"),
     path("nodes/", views.nodes, name="nodes"),
+    path("profiles/", profile_views.profiles, name="profiles"),
     path("health/", views.health, name="health"),
     path("balance/", balance_views.balance, name="balance"),
     path("replays/", replay_views.replays, name="replays"),

@@ -30,6 +30,11 @@ from dashboard.selectors.cycles import (
     cycle_traffic_terms,
 )
 from dashboard.selectors.nodes import node_report
+from dashboard.selectors.profile_versions import (
+    RecordedVersion,
+    cycle_profile_version,
+    profile_version_first_served,
+)
 from dashboard.selectors.profiles import ConfiguredProfiles, profile_configuration
 from dashboard.ui import candidate_table, presenters, selectors
 from dashboard.ui.whatif import parse_what_if
@@ -115,14 +120,16 @@ def history_new_rows(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboard/_history_new_rows.html", {"rows": rows})
 
 
-def _decision(pk: int, configured: ConfiguredProfiles) -> presenters.Decision:
+def _decision(pk: int) -> tuple[presenters.Decision, RecordedVersion]:
+    """The cycle explained under the profile version it recorded (never the profiles file this process has now)."""
     found = cycle_get_read(cycle_id=pk)
     if found is None:
         raise Http404("no such scheduling cycle")
     cycle = found.cycle
-    description = configured.descriptions.get(cycle.profile)
-    terms = cycle_traffic_terms(profile=cycle.profile)  # the window and staleness limit the audit API explains with
-    return presenters.build_decision(cycle, found.calls, description, traffic_terms=terms)
+    recorded = cycle_profile_version(profile=cycle.profile, digest=cycle.profile_version)
+    # the window and staleness limit the audit API explains with
+    terms = cycle_traffic_terms(profile=cycle.profile, profile_version=cycle.profile_version)
+    return presenters.build_decision(cycle, found.calls, recorded.description, traffic_terms=terms), recorded
 
 
 def _why_not(decision: presenters.Decision, node: str) -> tuple[presenters.WhyNot | None, str]:
@@ -136,7 +143,7 @@ def _why_not(decision: presenters.Decision, node: str) -> tuple[presenters.WhyNo
 @login_required
 def decision(request: HttpRequest, pk: int) -> HttpResponse:
     configured = profile_configuration()
-    view = _decision(pk, configured)
+    view, recorded = _decision(pk)
     why_not_node = request.GET.get("why_not", "")
     why, why_error = _why_not(view, why_not_node)
     context = {
@@ -151,6 +158,8 @@ def decision(request: HttpRequest, pk: int) -> HttpResponse:
         "why_not_options": candidate_table.why_not_options(view, why_not_node),
         "node_modes": dict(NodeMode.choices),
         "outcome": (found := outcome_get(cycle_id=pk)) and outcome_figures(found),
+        "profile_version": recorded,
+        "profile_version_first_served": profile_version_first_served(digest=recorded.digest),
         **_profiles_context(configured),
     }
     return render(request, "dashboard/decision.html", context, status=_status(configured))
@@ -161,7 +170,7 @@ def decision(request: HttpRequest, pk: int) -> HttpResponse:
 def why_not(request: HttpRequest, pk: int) -> HttpResponse:
     # Answered 200 even when the profiles file cannot be read: the comparison comes from the record, htmx swaps only a
     # 2xx, and the decision page around this fragment names the problem.
-    view = _decision(pk, profile_configuration())
+    view, _ = _decision(pk)
     node = request.GET.get("why_not", "")
     why, why_error = _why_not(view, node)
     response = render(
@@ -178,16 +187,15 @@ def why_not(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 def what_if(request: HttpRequest, pk: int) -> HttpResponse:
     configured = profile_configuration()
-    view = _decision(pk, configured)
+    view, recorded = _decision(pk)
     profiles: Mapping[str, dict[str, Any]] = configured.descriptions
     inputs = RecordedInputs.from_records(view.filter_record, view.prioritize_record, view.filter_plugins)
     # "Before" answers on the scale the cycle answered on, so it shows what kube-scheduler received, with the weights
     # the cycle actually used (they win over today's configuration).
     recorded_scale = inputs.answer_scale if inputs.prioritize is not None else None
     weights = [(p.name, p.weight) for p in inputs.prioritize.plugins] if inputs.prioritize is not None else None
-    base = recorded_scenario(
-        profiles.get(view.cycle.profile), weights, view.filter_plugins, answer_scale=recorded_scale
-    )
+    # "Before" is the version the cycle recorded (filters, threshold, missing policy), never today's file.
+    base = recorded_scenario(recorded.description, weights, view.filter_plugins, answer_scale=recorded_scale)
     if view.window_seconds is not None:
         base = dataclasses.replace(base, window_seconds=view.window_seconds)
         window_text = view.traffic_terms.window_text
@@ -209,6 +217,7 @@ def what_if(request: HttpRequest, pk: int) -> HttpResponse:
         "changes": compare(before, after) if after is not None else [],
         "replayable": bool(inputs.candidates),
         "window_text": window_text,
+        "profile_version": recorded,
         **_profiles_context(configured),
     }
     return render(request, "dashboard/what_if.html", context, status=_status(configured))

@@ -287,6 +287,8 @@ class RecordedCycle:
     """The prioritize record's plugins (name, weight); None without one."""
     skipped: str = ""
     """Why it cannot be replayed (then neither columns nor inputs)."""
+    profile_version: str = ""
+    """The version of the profile it was decided by (its baseline); empty: recorded before versions were kept."""
 
 
 def recorded_cycle_from_records(

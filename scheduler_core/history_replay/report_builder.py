@@ -32,6 +32,7 @@ from scheduler_core.history_replay.report import (
 from scheduler_core.history_replay.scenarios import candidate_description, recorded_scenario
 from scheduler_core.plugins.traffic import NetworkTraffic
 from scheduler_core.replay import RecordedInputs, Scenario, replay, scenario_from_profile
+from scheduler_core.traffic_terms import NOT_VERSIONED
 
 
 class ReportBuilder:
@@ -45,7 +46,7 @@ class ReportBuilder:
 
     def __init__(
         self,
-        profile_descriptions: Mapping[str, Mapping[str, Any]],
+        profile_descriptions: Mapping[str, Mapping[str, Any]],  # the recorded versions' normalized forms, by digest
         candidate: Mapping[str, Any],
         *,
         description: CandidateDescription | None = None,
@@ -87,10 +88,10 @@ class ReportBuilder:
             seen = dict.fromkeys(p for r in (inputs.filter.failures.values() if inputs.filter else ()) for p in r)
             filters_seen, scale, has_prioritize = list(seen), inputs.answer_scale, inputs.prioritize is not None
         weights = tuple(cycle.weights) if cycle.weights is not None else None
-        key = (cycle.profile, weights, tuple(filters_seen), scale if has_prioritize else None)
+        key = (cycle.profile_version, weights, tuple(filters_seen), scale if has_prioritize else None)
         before = self._before_scenarios.get(key)
         if before is None:
-            description = self.profiles.get(cycle.profile)
+            description = self.profiles.get(cycle.profile_version)
             profile_filters = list((description or {}).get("filter", []))
             seen_all = profile_filters + [p for p in filters_seen if p not in profile_filters]
             before = recorded_scenario(description, weights, seen_all, answer_scale=key[3])
@@ -102,6 +103,11 @@ class ReportBuilder:
         return before, after
 
     def add(self, cycle: RecordedCycle) -> None:
+        if not cycle.skipped and cycle.profile_version not in self.profiles:
+            # Its baseline is the version it recorded: without it, a "before" from today's file would be a guess.
+            cycle.skipped = (
+                f"its profile version {cycle.profile_version} is not stored" if cycle.profile_version else NOT_VERSIONED
+            )
         if cycle.skipped:
             self.skips[cycle.skipped] = self.skips.get(cycle.skipped, 0) + 1
             return

@@ -90,7 +90,9 @@ def report_lines(report: HistoryReplayReport, *, placements_shown: int = 20, sam
 
 def candidate_text(candidate: CandidateDescription) -> str:
     """The candidate's name, version and origin, as the report and the replays list name it."""
-    if candidate.source != "profile":
+    if candidate.source == "version":
+        origin = "a recorded profile version"
+    elif candidate.source != "profile":
         origin = "profile YAML given with the replay"
     elif not candidate.version:  # a replay kept before versions were named: nor was the file
         origin = "configured profile"

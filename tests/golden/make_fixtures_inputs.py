@@ -244,7 +244,7 @@ def alone_prioritize() -> dict[str, Any]:
 
 
 LATER: dict[str, dict[str, Any]] = {
-    "VerbEvent": {"answer_derived": False},
+    "VerbEvent": {"answer_derived": False, "profile_version": ""},
     "FilterRecord": {},
     "PrioritizeRecord": {"answer_scale": "fixed", "extender_weight": 0},
     "PluginScores": {

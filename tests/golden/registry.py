@@ -82,6 +82,7 @@ FIXTURES: dict[str, tuple[str, Any]] = {
     # Stored chain hashes (``dashboard.audit.chain``).
     "audit/link_json_call.sha256": (AUDIT_LINK, "json call"),
     "audit/link_json_bind.sha256": (AUDIT_LINK, "json call"),
+    "audit/link_versioned_bind.sha256": (AUDIT_LINK, "json call"),  # its profile_version sealed (issue 31)
     "audit/link_body1_call.sha256": (AUDIT_LINK, "body call"),
     # A placement outcome's jsonb columns (``dashboard.outcomes.codec``).
     "outcomes/estimate_v1.bin": (OUTCOME, "json v1"),

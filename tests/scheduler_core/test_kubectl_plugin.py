@@ -103,6 +103,10 @@ def test_why_prints_the_summary_and_a_row_per_candidate_node(server, token, kube
     assert "10 × (75 − 0) / (75 − 0) = 10 → 10" in rows["node-2"]
     assert rows["node-5"].split()[1] == "no"
     assert "receive rate above 125.0 MB/s" in rows["node-5"]
+    version = kube_scheduler.profiles["default"].version()
+    (line,) = [line for line in lines if line.startswith("profile version: ")]
+    assert line.startswith(f"profile version: {version}, first served 2026-03-01T12:00:00"), line
+    assert line.endswith(f"/api/v1/profile-versions/{version}/)")
 
 
 def test_why_as_json_or_yaml_is_the_apis_answer_as_is(server, token, kube_scheduler):

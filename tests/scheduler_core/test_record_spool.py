@@ -62,6 +62,7 @@ EVERY_FIELD: dict[str, Any] = {
     "response": msgspec.Raw(b'[{"Host":"a","Score":5}]'),  # the prioritize part's hosts and scores: derived
     "server": "host:1",
     "answer_derived": True,
+    "profile_version": "0123456789ab",
 }
 """A value for every field of ``VerbEvent``, none of them its default."""
 
@@ -87,6 +88,8 @@ SPOOLED_LAYOUT = (
     "response",
     "server",
 )
+APPENDED_SINCE = ("answer_derived", "profile_version")
+"""Fields appended after ``SPOOLED_LAYOUT``, in order: each new one goes at the end."""
 
 
 def unpacked(data: bytes) -> tuple[list[Any], list[bytes]]:
@@ -117,8 +120,10 @@ def test_every_field_of_a_verb_event_survives_the_binary_spool_form() -> None:
 
 def test_the_spool_form_keeps_the_positions_of_records_already_spooled() -> None:
     assert SPOOL_FIELDS[: len(SPOOLED_LAYOUT)] == SPOOLED_LAYOUT
+    assert (*SPOOLED_LAYOUT, *APPENDED_SINCE) == SPOOL_FIELDS
     # A record as the previous, hand-written form wrote it: the fields' values by position, the answer as bytes.
-    event = VerbEvent(**{**EVERY_FIELD, "answer_derived": False})
+    # Spooled before profile versions were kept: it reads back with none.
+    event = VerbEvent(**{**EVERY_FIELD, "answer_derived": False, "profile_version": ""})
     values = [getattr(event, name) for name in SPOOLED_LAYOUT]
     values[SPOOLED_LAYOUT.index("response")] = bytes(event.response)
     data = SPOOL_BINARY + compressor(-1).compress(msgspec.msgpack.encode(values))

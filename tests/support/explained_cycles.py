@@ -42,6 +42,7 @@ from scheduler_core.verbs import Extender
 from tests.support.explanation_checks import IMAGES, NEUTRAL, RESOURCES, TRAFFIC, terms_of
 from tests.support.inputs import Inputs
 from tests.support.kube_scheduler import T0
+from tests.support.profile_versions import store_served_versions
 
 # --- the generated cycles ----------------------------------------------------------------------------------------
 
@@ -359,6 +360,7 @@ class Fetched:
 def ingest_and_fetch(api: Any, scenario: Scenario, recorded: Recorded) -> Fetched:
     """Fold the calls with the real ingester, then read them back through the audit API."""
     Path(django_settings.SCHEDLENS_CONFIG).write_text(scenario.profile_yaml(), encoding="utf-8")
+    store_served_versions(load_profiles(scenario.profile_yaml()), scenario.profile_yaml())
     cycles_ingest_events(events=recorded.events)
     why = api.get("/api/v1/why/", {"namespace": NAMESPACE, "name": recorded.pod_name})
     assert why.status_code == 200, why.content

@@ -26,6 +26,7 @@ from scheduler_core.traffic.store import TrafficStore
 from scheduler_core.verbs import Extender
 from scheduler_core.wire import encode
 from tests.support.paths import REPO
+from tests.support.profile_versions import store_served_versions
 
 PROFILES = REPO / "deploy" / "profiles.demo.yaml"
 WINDOW_SECONDS = 300
@@ -79,6 +80,7 @@ class History:
             self.store.put(TrafficSnapshot(query, traffic, time.time(), "test"))
 
     def record(self, count: int, *, profile: str = "default", nodes: list[str] | None = None) -> list[SchedulingCycle]:
+        store_served_versions(self.extender.profiles, PROFILES.read_text())  # as the spool's notes give the ingester
         cycles = []
         for _ in range(count):
             if self.recorded % self.pods_per_snapshot == 0:

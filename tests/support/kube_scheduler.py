@@ -21,6 +21,7 @@ from scheduler_core.record import VerbEvent
 from scheduler_core.traffic import TrafficSnapshot
 from scheduler_core.traffic.store import TrafficStore
 from scheduler_core.verbs import Extender
+from tests.support.profile_versions import store_served_versions
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 """Recorded cycles start from here; tests place them by offsets, never by the wall clock."""
@@ -120,11 +121,13 @@ class KubeScheduler:
     def refused(self, *, at: datetime, body: bytes = b"{") -> SchedulingCycle:
         """A call kube-scheduler's request could not be decoded for: an error cycle without a pod."""
         event = self._extender(at).filter("default", body).event
+        store_served_versions(self.profiles, PROFILES)
         cycles_ingest_events(events=[event])
         return SchedulingCycle.objects.get(calls__event_id=event.event_id)
 
     def schedule(self, **kwargs: object) -> SchedulingCycle:
         """Record one attempt through the ingest service and return its cycle."""
         events = self.events(**kwargs)  # type: ignore[arg-type]
+        store_served_versions(self.profiles, PROFILES)  # what the serving process's spool notes give the ingester
         cycles_ingest_events(events=events)
         return SchedulingCycle.objects.get(calls__event_id=events[0].event_id)

@@ -26,6 +26,7 @@ from scheduler_core.verbs import Extender
 from scheduler_core.wire import encode
 from tests.support.inputs import traffic_store
 from tests.support.paths import REPO
+from tests.support.profile_versions import store_served_versions
 
 PROFILES = REPO / "deploy" / "profiles.demo.yaml"
 MB = 1e6
@@ -91,11 +92,13 @@ class Recorder:
             meta = pod["metadata"]
             binding = {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"]}
             events.append(self.extender.bind(profile, encode({**binding, "Node": bind_to or target})).event)
-        # Through the spool's encoding, exactly as the ingester reads it back.
+        # Through the spool's encoding, exactly as the ingester reads it back (and the versions its notes give).
+        store_served_versions(self.extender.profiles, PROFILES.read_text())
         cycles_ingest_events(events=[decode_event(encode_event(e)) for e in events])
         return SchedulingCycle.objects.get(pod_uid=pod["metadata"]["uid"])
 
     def refuse(self, body: bytes = b"{") -> None:
+        store_served_versions(self.extender.profiles, PROFILES.read_text())
         cycles_ingest_events(events=[self.extender.filter("default", body).event])
 
 

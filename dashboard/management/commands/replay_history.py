@@ -14,7 +14,12 @@ import msgspec
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dashboard.replays.selectors import history_replay_report
-from dashboard.replays.services import ReplayRequestInvalid, history_replay_run, history_replay_start
+from dashboard.replays.services import (
+    ReplayRequestInvalid,
+    candidate_validate,
+    history_replay_run,
+    history_replay_start,
+)
 from scheduler_core.history_replay.report_text import report_lines
 
 
@@ -26,7 +31,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         candidate = parser.add_mutually_exclusive_group(required=True)
-        candidate.add_argument("--profile", help="a configured profile to replay under")
+        candidate.add_argument(
+            "--profile",
+            help="a configured profile to replay under (without a profiles file configuring it: its newest recorded "
+            "version, said on stderr)",
+        )
+        candidate.add_argument("--profile-version", help="a recorded profile version to replay under (its digest)")
         candidate.add_argument("--profile-file", type=Path, help="profile YAML (one profile, or name it with --name)")
         parser.add_argument("--name", default="", help="with --profile-file: the profile of the file to replay under")
         parser.add_argument("--since", help="cycles started at or after (ISO 8601)")
@@ -56,15 +66,24 @@ class Command(BaseCommand):
             "node": options["node"],
         }
         try:
+            if options["profile"]:  # how the name was resolved, before the replay says what it found
+                note = candidate_validate(candidate_profile=options["profile"]).note
+                if note:
+                    self.stderr.write(note)
             replay = history_replay_start(
                 selection={k: v for k, v in selection.items() if v is not None},
                 candidate_profile=options["profile"] or options["name"],
                 candidate_yaml=yaml_text,
+                candidate_version=options["profile_version"] or "",
                 created_by="manage.py replay_history",
                 runner="none",
             )
         except ReplayRequestInvalid as exc:
-            flags = {"candidate_profile": "--profile", "candidate_yaml": "--profile-file"}
+            flags = {
+                "candidate_profile": "--profile",
+                "candidate_yaml": "--profile-file",
+                "candidate_version": "--profile-version",
+            }
             problems = "; ".join(
                 f"{flags.get(field, '--' + field.removeprefix('selection.').replace('profile', 'profile-recorded'))}: "
                 f"{' '.join(messages)}"

@@ -70,9 +70,9 @@ def test_generated_requests_with_an_auditor_token_never_get_a_500(auditor, kube_
     checks = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert (
-        len(operations) == 21
-    )  # 14 + the history replays' list, detail and start + the pending list and pod + a cycle's outcome and the balance
+    # 14 + the history replays' list, detail and start + the pending list and pod + a cycle's outcome and the balance
+    # + the profile versions' list and one
+    assert len(operations) == 23
     for operation in operations:
 
         @given(case=operation.as_strategy())

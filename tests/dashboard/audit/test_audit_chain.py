@@ -258,6 +258,8 @@ def test_concurrent_ingesters_build_one_chain(kube_scheduler):
         {"duration_ms": float("nan"), "started_at": T0 + timedelta(microseconds=7)},
         {"duration_ms": -0.0, "record": {"b": [1, 2.5, None, True], "a": {"z": "x"}}, "response": [{"Host": "n"}]},
         {"record": PackedDict({"nodes": ["n1"]}), "response": 0},
+        {"profile_version": "0123456789ab"},
+        {"profile_version": "", "body": b"\x02binary body", "record": None, "response": None},
     ],
 )
 def test_a_call_s_chained_content_is_the_canonical_json_of_its_columns(changes):
@@ -280,6 +282,8 @@ def test_a_call_s_chained_content_is_the_canonical_json_of_its_columns(changes):
     if isinstance(values["record"], PackedDict):
         values["record"].stored = "KLUv/QBYAQAA"
     content = {name: stored_form(values[name]) for name in CONTENT_FIELDS}
+    if values.get("profile_version"):  # sealed when the call has one; a call without hashes as before versions
+        content["profile_version"] = values["profile_version"]
     if values["body"] is not None:
         content["body"] = hashlib.sha256(values["body"]).hexdigest()
     expected: list[str] = []

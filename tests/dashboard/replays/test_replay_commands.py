@@ -99,13 +99,18 @@ def test_a_replay_is_claimed_once_and_an_abandoned_one_is_taken_over(recorded):
     assert history_replay_run(replay.pk).report == done.report  # finished: left as it is
 
 
-def test_replays_of_one_name_under_two_profile_files_are_told_apart_by_version(recorded, settings, admin_client):
-    """The same name, configured two ways (the demo's file, then none: the built-in default), is two versions."""
+def test_replays_of_one_name_under_two_profile_files_are_told_apart_by_version(
+    recorded, settings, admin_client, tmp_path
+):
+    """The same name, configured two ways (the demo's file, then a file as bare as the built-in default), is two
+    versions."""
     run("--profile", "default", "--last", "5", "--no-progress")
     demo_file = settings.SCHEDLENS_CONFIG
-    settings.SCHEDLENS_CONFIG = ""
-    built_in, _ = run("--profile", "default", "--last", "5", "--no-progress")
-    assert "(the built-in default profile)" in built_in
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("profiles:\n- name: default\n", encoding="utf-8")
+    settings.SCHEDLENS_CONFIG = str(bare)
+    other, _ = run("--profile", "default", "--last", "5", "--no-progress")
+    assert f"(configured in {bare})" in other
     versions = [replay.candidate_scenario["version"] for replay in HistoryReplay.objects.order_by("id")]
     assert len(set(versions)) == 2
     listed = admin_client.get("/replays/").content.decode()
@@ -113,6 +118,16 @@ def test_replays_of_one_name_under_two_profile_files_are_told_apart_by_version(r
         assert f"configured, version {version}" in listed
     first = admin_client.get(f"/replays/{HistoryReplay.objects.order_by('id').first().pk}/").content.decode()
     assert f"default, version {versions[0]} (configured in {demo_file})" in first
+
+
+def test_a_name_without_a_profiles_file_is_its_newest_recorded_version_and_says_so(recorded, settings):
+    version = profile_configuration().profiles["gpu-aware"].version()
+    settings.SCHEDLENS_CONFIG = ""  # a shell beside the server: the built-in default knows no gpu-aware
+    out, err = run("--profile", "gpu-aware", "--last", "5", "--no-progress")
+    assert err.startswith(
+        f"no profiles file is configured for profile 'gpu-aware' here: replaying its newest recorded version {version}"
+    )
+    assert f"Candidate: gpu-aware, version {version} (a recorded profile version)" in out
 
 
 @pytest.mark.parametrize("first", [signal.SIGINT, signal.SIGTERM])

@@ -239,9 +239,10 @@ def test_the_decision_explains_in_plain_language(signed_in, recorder):
     )
     assert "2 nodes excluded: node-4: receive rate above 125.0 MB/s (166.7 MB/s over the last 5 min);" in body
     assert "node-5: no NodeResources object for node." in body
+    version = recorder.extender.profiles["default"].version()
     assert (
         "Traffic was measured 0 s before the decision, within maxStalenessSeconds"
-        " (120 s, profile &#x27;default&#x27; as configured now)." in body
+        f" (120 s, profile &#x27;default&#x27; version {version}, as recorded)." in body
     )
 
 

@@ -1,7 +1,8 @@
 """What the cycle pages say when the profiles file is broken, and how they judge the traffic's age.
 
-The pages read the profiles file for the profile list, the filter columns and the traffic window and staleness limit
-of a cycle (``dashboard.selectors.cycles.cycle_traffic_terms``): a broken file must be named on the page, not a 500.
+The pages read the profiles file for the profile list: a broken file must be named on the page, not a 500. A cycle's
+filter columns, traffic window and staleness limit come from the profile version it recorded
+(``dashboard.selectors.cycles.cycle_traffic_terms``), whatever the file says now.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ def test_the_decision_still_shows_the_record_and_why_not_still_answers(signed_in
     broken_profiles(settings, tmp_path, "invalid")
     body = text(signed_in.get(reverse("ui:decision", args=[cycle.id])))
     assert "Placed on node-3" in body
-    assert "not recorded; the profiles configuration cannot be read" in body
+    version = recorder.extender.profiles["default"].version()
+    assert f"5 min (profile 'default' version {version}, as recorded)" in body, "the recorded version still explains"
     # The htmx fragment is answered from the record (the page around it names the problem): htmx swaps only a 2xx.
     fragment = signed_in.get(reverse("ui:why-not", args=[cycle.id]), {"why_not": "node-1"})
     assert fragment.status_code == 200
@@ -113,29 +115,34 @@ def test_traffic_younger_than_the_profiles_limit_is_not_called_stale(signed_in, 
     body = text(signed_in.get(reverse("ui:decision", args=[cycle.id])))
     assert "stale" not in metric_age(body)
     assert "older than usual" not in body
+    version = load_profiles(STALENESS.format(limit=600))["default"].version()
     assert (
         "Traffic was measured 200 s before the decision, within maxStalenessSeconds"
-        " (600 s, profile 'default' as configured now)." in body
+        f" (600 s, profile 'default' version {version}, as recorded)." in body
     )
 
 
-def test_a_limit_lowered_since_calls_the_same_age_stale_and_names_the_limit(signed_in, dashboard_settings, tmp_path):
+def test_a_limit_lowered_since_leaves_the_verdict_to_the_recorded_limit(signed_in, dashboard_settings, tmp_path):
     cycle = record_aged(dashboard_settings, tmp_path, limit=600, age=200).schedule(nodes=["node-1", "node-2"])
     (tmp_path / "lowered.yaml").write_text(STALENESS.format(limit=150), encoding="utf-8")
     dashboard_settings.SCHEDLENS_CONFIG = str(tmp_path / "lowered.yaml")
     body = text(signed_in.get(reverse("ui:decision", args=[cycle.id])))
-    assert "(stale)" in metric_age(body)
+    assert "stale" not in metric_age(body)
+    version = load_profiles(STALENESS.format(limit=600))["default"].version()
     assert (
-        "Traffic was measured 200 s before the decision, older than maxStalenessSeconds"
-        " (150 s, profile 'default' as configured now)" in body
+        "Traffic was measured 200 s before the decision, within maxStalenessSeconds"
+        f" (600 s, profile 'default' version {version}, as recorded)." in body
     )
+    assert "150 s" not in body, "today's lowered limit does not judge a decision made under the recorded one"
 
 
 def test_traffic_the_extender_refused_as_stale_is_called_stale(signed_in, dashboard_settings, tmp_path):
     cycle = record_aged(dashboard_settings, tmp_path, limit=60, age=90).schedule(nodes=["node-1", "node-2"])
     body = text(signed_in.get(reverse("ui:decision", args=[cycle.id])))
     assert "(stale)" in metric_age(body)
+    version = load_profiles(STALENESS.format(limit=60))["default"].version()
     assert (
         "Traffic was measured 90 s before the decision, older than maxStalenessSeconds"
-        " (60 s, profile 'default' as configured now): the extender scored without it (metrics stale)." in body
+        f" (60 s, profile 'default' version {version}, as recorded): the extender scored without it (metrics stale)."
+        in body
     )

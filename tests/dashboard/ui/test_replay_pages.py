@@ -464,3 +464,24 @@ def test_a_configured_candidate_changed_since_the_replay_links_its_replayed_sett
     assert "has changed since this replay" in link.note
     gone = what_if_link(replayed, configured={})
     assert gone.mode == "custom"
+
+
+def test_a_recorded_version_is_a_candidate_the_form_offers(signed_in, six_cycles, replays_settings):
+    version = six_cycles[0].profile_version
+    assert version, "the recorder's cycles carry their version"
+    body = text(signed_in.get(reverse("ui:replays")))
+    assert f'<option value="{version}">default {version} (6 cycles)</option>' in body
+
+    refused = start(signed_in, candidate_source="version", candidate_version="")
+    assert "choose a recorded profile version" in error_of(text(refused), "candidate_version")
+
+    response = start(signed_in, candidate_source="version", candidate_version=version, last="10")
+    assert response.status_code == 303
+    replay = finished(HistoryReplay.objects.get().pk)
+    assert (replay.candidate_source, replay.candidate_version, replay.candidate_profile) == (
+        "version",
+        version,
+        "default",
+    )
+    assert replay.report["decisions_changed"]["k"] == 0
+    assert replay.report["recorded_preferred_differs"] == 0

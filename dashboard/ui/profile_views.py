@@ -1,0 +1,48 @@
+"""The profiles page: each profile's recorded versions, what changed between consecutive ones, how many cycles each
+decided. A thin view over ``dashboard.selectors.profile_versions``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from dashboard.selectors.profile_versions import profile_version_history
+from dashboard.selectors.profiles import profile_configuration, redact
+
+
+def _shown_yaml(text: str) -> str:
+    """The version's YAML as loaded, with secret-looking values masked as the API masks them."""
+    try:
+        return yaml.safe_dump(redact(yaml.safe_load(text)), sort_keys=False, allow_unicode=True) if text else ""
+    except yaml.YAMLError:
+        return ""
+
+
+@require_GET
+@login_required
+def profiles(request: HttpRequest) -> HttpResponse:
+    configured = profile_configuration()
+    served = {name: profile.version() for name, profile in configured.profiles.items()}
+    history = profile_version_history()
+    sections: list[dict[str, Any]] = [
+        {
+            "name": name,
+            "configured_version": served.get(name, ""),
+            "versions": [
+                {
+                    "entry": entry,
+                    "yaml": _shown_yaml(entry.version.yaml),
+                    "normalized": redact(entry.version.normalized),
+                }
+                for entry in reversed(entries)  # newest first
+            ],
+        }
+        for name, entries in sorted(history.items())
+    ]
+    context = {"sections": sections, "profiles_problem": configured.problem, "profiles_path": configured.path}
+    return render(request, "dashboard/profiles.html", context)
