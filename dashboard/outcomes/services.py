@@ -44,6 +44,8 @@ PRUNE_EVERY_SECONDS = 3600.0
 """Retention of outcomes and balance samples runs once an hour per process, not every run: a run with nothing to do
 then writes nothing (on SQLite, ``make run``'s database, every write takes the lock the ingester needs)."""
 _pruned_at = -PRUNE_EVERY_SECONDS
+_last_error = ""
+"""The failure the last run logged, so that one lasting for hours is logged once."""
 BALANCE_NODES_SINCE = timedelta(hours=1)
 """The nodes a balance sample covers: those the profile placed pods on in the last hour."""
 
@@ -255,6 +257,7 @@ def outcomes_refresh(*, now: float | None = None, source: OutcomeSource | None =
     A read that fails leaves every row as it was (with the error) for the next run: an outcome is only written from
     what Prometheus answered, never guessed.
     """
+    global _pruned_at, _last_error
     now = time.time() if now is None else now
     windows = _windows_seconds()
     if not windows:
@@ -267,10 +270,12 @@ def outcomes_refresh(*, now: float | None = None, source: OutcomeSource | None =
         updated = _update_outcomes(rows=rows, source=source, now=now, windows=windows)
         samples = _balance_samples(source=source, now=now)
     except TrafficSourceError as exc:
-        log.warning("placement outcomes: the traffic read failed: %s", exc)
+        if str(exc) != _last_error:  # once while the same failure lasts (no Prometheus: every run)
+            log.warning("placement outcomes: the traffic read failed: %s", exc)
+        _last_error = str(exc)
         PlacementOutcome.objects.filter(id__in=[r.id for r in rows]).update(error=str(exc)[:1000])
         return RefreshResult(started, 0, 0, error=str(exc))
-    global _pruned_at
+    _last_error = ""
     if time.monotonic() - _pruned_at >= PRUNE_EVERY_SECONDS:
         outcomes_prune(older_than=_when(now) - timedelta(days=settings.SCHEDLENS_RETENTION_DAYS))
         _pruned_at = time.monotonic()
