@@ -31,20 +31,27 @@ from tests.support.kube_scheduler import PROFILES
 
 
 @pytest.fixture
-def runtime(settings, tmp_path, monkeypatch):
-    """A fresh per-test runtime: its own spool, the demo binder, and traffic the test controls."""
+def runtime_without_traffic(settings, tmp_path, monkeypatch):
+    """A fresh per-test runtime: its own spool, the demo binder, no traffic refreshed yet."""
     settings.SCHEDLENS_SPOOL_DIR = tmp_path / "spool"
     settings.SCHEDLENS_INGEST_IN_PROCESS = False
     settings.SCHEDLENS_BIND_MODE = "simulated"
     settings.SCHEDLENS_CONFIG = ""
     settings.SCHEDLENS_CLUSTER_FILE = ""
     runtime = runtime_module.Runtime()
-    quiet = traffic_store({"node-1": 4.0e6, "node-2": 1.0e6, "node-3": 2.0e6})
-    runtime.traffic.put(quiet.latest(next(iter(runtime.profiles["default"].traffic_queries()))))
-    runtime.extender.traffic = runtime.traffic
     monkeypatch.setattr(runtime_module, "_runtime", runtime)
     yield runtime
     runtime.spool.close()
+
+
+@pytest.fixture
+def runtime(runtime_without_traffic):
+    """:func:`runtime_without_traffic` with traffic the test controls."""
+    runtime = runtime_without_traffic
+    quiet = traffic_store({"node-1": 4.0e6, "node-2": 1.0e6, "node-3": 2.0e6})
+    runtime.traffic.put(quiet.latest(next(iter(runtime.profiles["default"].traffic_queries()))))
+    runtime.extender.traffic = runtime.traffic
+    return runtime
 
 
 # --- the audit API: its settings and personas ------------------------------------------------------------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from dashboard import runtime as runtime_module
 from dashboard.traffic.sources import NO_PROMETHEUS
 from scheduler_core.spool_codec import decode_event
 
@@ -15,20 +14,11 @@ BODY = msgspec.json.encode({"Pod": POD, "Nodes": None, "NodeNames": ["node-1", "
 
 
 @pytest.fixture
-def runtime(settings, tmp_path, monkeypatch):
-    settings.SCHEDLENS_SPOOL_DIR = tmp_path / "spool"
-    settings.SCHEDLENS_INGEST_IN_PROCESS = False
-    settings.SCHEDLENS_BIND_MODE = "simulated"
-    settings.SCHEDLENS_CONFIG = ""
-    settings.SCHEDLENS_CLUSTER_FILE = ""
-    settings.SCHEDLENS_TRAFFIC_BACKEND = "inprocess"
+def runtime(runtime_without_traffic, settings):
     settings.PROMETHEUS_URL = ""
     settings.SCHEDLENS_SYNTHETIC_TRAFFIC = False
-    runtime = runtime_module.Runtime()
-    monkeypatch.setattr(runtime_module, "_runtime", runtime)
-    runtime.refresher.refresh_once()
-    yield runtime
-    runtime.spool.close()
+    runtime_without_traffic.refresher.refresh_once()
+    return runtime_without_traffic
 
 
 def test_without_prometheus_the_traffic_is_unmeasured_and_the_record_says_why(client, runtime) -> None:
