@@ -1,7 +1,7 @@
 """Adapter to the Kubernetes API server.
 
-With ``kube_watch`` (list + watch) and ``kube_events`` (Events about pods), the only modules in schedlens that
-import the official ``kubernetes`` package. Two things live here:
+With ``kube_watch`` (list + watch), ``kube_events`` (Events about pods) and ``kube_http`` (posting JSON through the
+client's pool), the only modules in schedlens that import the official ``kubernetes`` package. Two things live here:
 
 * :func:`load_api_client` finds a configuration (in-cluster service account, else a kubeconfig)
   or says there is none by returning ``None``;
@@ -21,7 +21,6 @@ answer is the bind; nothing is read back.
 
 from __future__ import annotations
 
-import copy
 import email.utils
 import json
 import logging
@@ -41,6 +40,7 @@ from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.incluster_config import InClusterConfigLoader
 
 from scheduler_core.binding import BindOutcome, PlacementUnknownError, PodPlacement
+from scheduler_core.kube_http import JsonPoster, is_timeout, read_raw, with_bounded_retries
 
 __all__ = [
     "JsonPoster",
@@ -125,46 +125,6 @@ def _client_from_kubeconfig(paths: str) -> client.ApiClient:
     except Exception as exc:  # ConfigException, YAML errors, exec-plugin failures: all mean "unusable"
         raise KubeConfigError(f"kubeconfig {paths} unusable: {exc}") from exc
     return client.ApiClient(configuration)
-
-
-class JsonPoster:
-    """POSTs JSON bytes to the API server through an ``ApiClient``'s own connection pool (its TLS settings, proxy
-    and retries), with the headers its generated methods send: ``Accept``, the client's default headers and cookie,
-    and its authorization, asked for on every request as the generated client does (so refreshed tokens are used),
-    plus ``Content-Type``. The raw answer is the caller's to read (:func:`read_raw`).
-
-    For what schedlens writes on every placement (the Binding, the ``Explained`` Event): the generated methods'
-    pydantic validation, model objects and serialization cost more than the HTTP exchange itself
-    (``benchmarks/cost/bind_parts.py`` measures both ways).
-    """
-
-    def __init__(self, api_client: client.ApiClient) -> None:
-        self._api_client = api_client
-        self._configuration = api_client.configuration
-        pool: urllib3.PoolManager = api_client.rest_client.pool_manager
-        # The API server's own connection pool, looked up once: PoolManager.request parses the URL and looks the pool
-        # up again on every request. Through a proxy as the client goes.
-        host, origin = self._configuration.host, urllib3.util.parse_url(self._configuration.host)
-        direct = not isinstance(pool, urllib3.ProxyManager) and origin.host is not None
-        self._origin = pool.connection_from_url(host) if direct else pool
-        self._base = (origin.path or "") if direct else host
-
-    def url(self, path: str) -> str:
-        """The URL to pass to :meth:`post` for an API ``path`` (``/api/v1/...``)."""
-        return f"{self._base}{path}"
-
-    def post(self, url: str, body: bytes, timeout: float) -> urllib3.BaseHTTPResponse:
-        """POST ``body`` (JSON) to ``url`` (from :meth:`url`) as ``RESTClientObject.request`` sends it; raw answer."""
-        headers = {"Accept": "application/json", "Content-Type": "application/json"}
-        headers.update(self._api_client.default_headers)
-        if self._api_client.cookie:
-            headers["Cookie"] = self._api_client.cookie
-        for auth in self._configuration.auth_settings().values():  # BearerToken, refreshed by its hook if any
-            if auth.get("in") == "header" and auth.get("value"):
-                headers[auth["key"]] = auth["value"]
-        return self._origin.urlopen(
-            "POST", url, body=body, headers=headers, timeout=urllib3.Timeout(total=timeout), preload_content=False
-        )
 
 
 # ----------------------------------------------------------------------------
@@ -386,37 +346,6 @@ class KubernetesBinder:
 # ----------------------------------------------------------------------------
 
 
-def with_bounded_retries(api_client: client.ApiClient) -> client.ApiClient:
-    """A private client with the caller's configuration but without urllib3's hidden retries.
-
-    urllib3 retries idempotent requests (our pod GET) up to three times on read timeouts, each
-    with a fresh timeout, which would blow the bind budget. Only one reconnect is kept; any other
-    retry is this module's decision.
-    """
-    try:
-        configuration = copy.deepcopy(api_client.configuration)
-    except Exception:  # an exotic configuration that cannot be copied: use the caller's client as is
-        logger.warning("could not copy the Kubernetes client configuration; binding uses it unchanged")
-        return api_client
-    configuration.retries = urllib3.Retry(
-        total=1, connect=1, read=0, redirect=0, status=0, other=0, raise_on_status=False
-    )
-    own = client.ApiClient(configuration)
-    own.default_headers.update(api_client.default_headers)
-    own.cookie = api_client.cookie
-    return own
-
-
-def read_raw(response: object) -> tuple[int, bytes]:
-    """Status and body of a raw (``_preload_content=False``) response; releases the connection."""
-    if not isinstance(response, urllib3.BaseHTTPResponse):
-        raise TypeError(f"expected a raw urllib3 response, got {type(response).__name__}")
-    try:
-        return response.status, response.data
-    finally:
-        response.release_conn()
-
-
 def _status_of(exc: ApiException) -> tuple[str, str]:
     """``(reason, message)`` from the ``metav1.Status`` body of an error answer (best effort)."""
     body = exc.body
@@ -503,14 +432,6 @@ def _one_line(text: str, limit: int = _MAX_ERROR_CHARS) -> str:
 def _first_line(text: object) -> str:
     lines = str(text or "").strip().splitlines()
     return lines[0] if lines else ""
-
-
-def is_timeout(exc: BaseException) -> bool:
-    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
-        return is_timeout(exc.reason)
-    if isinstance(exc, urllib3.exceptions.NewConnectionError):  # subclasses ConnectTimeoutError in urllib3 2
-        return False
-    return isinstance(exc, (urllib3.exceptions.TimeoutError, TimeoutError))
 
 
 def _is_dropped(exc: BaseException) -> bool:

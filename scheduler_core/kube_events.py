@@ -2,7 +2,7 @@
 
 Kept apart from binding (``kube_api``): an Event is best-effort and bounded by its own timeout, and a failure is
 reported as a short kind for the caller to count, never raised, since no placement may wait on it. Posted as JSON
-bytes through the client's own pool (``kube_api.JsonPoster``), as the Binding is: one per placement, and the
+bytes through the client's own pool (``kube_http.JsonPoster``), as the Binding is: one per placement, and the
 generated ``create_namespaced_event`` (pydantic validation, model objects) cost more than the request itself.
 """
 
@@ -16,7 +16,7 @@ import msgspec
 import urllib3
 from kubernetes import client
 
-from scheduler_core.kube_api import JsonPoster, is_timeout, read_raw, with_bounded_retries
+from scheduler_core.kube_http import JsonPoster, is_timeout, read_raw, with_bounded_retries
 
 __all__ = ["NOTE_LIMIT_BYTES", "KubernetesEventWriter"]
 

@@ -52,8 +52,9 @@ def main() -> None:
     from dashboard.spool import Spool
     from scheduler_core.binding import Binder, SimulatedBinder
     from scheduler_core.cluster import StaticCluster
-    from scheduler_core.kube_api import KubernetesBinder, read_raw
+    from scheduler_core.kube_api import KubernetesBinder
     from scheduler_core.kube_events import KubernetesEventWriter
+    from scheduler_core.kube_http import read_raw
     from scheduler_core.profiles import load_profiles
     from scheduler_core.spool_codec import encode_event
     from scheduler_core.traffic.store import TrafficStore
