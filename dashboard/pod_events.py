@@ -31,7 +31,7 @@ from django.conf import settings
 from prometheus_client import Counter
 
 from dashboard.models import SchedulingCycle
-from dashboard.selectors.cycles import cycle_list_with_calls, cycle_read, records_summary
+from dashboard.selectors.cycles import cycle_list_with_calls, cycle_read, cycle_traffic_terms, records_summary
 from scheduler_core.record import CycleRecords
 
 log = logging.getLogger(__name__)
@@ -255,13 +255,13 @@ def explained_bind(*, cycle: SchedulingCycle, records: CycleRecords) -> None:
     if not cycle.chosen_node:
         emitter().drop("no_node", f"cycle {cycle.pk} names no node: its Explained Event is not written")
         return
-    # The cycle as it is now: the emitter's thread explains it later, while the ingester goes on with its objects.
-    chosen_node, error, profile, version = cycle.chosen_node, cycle.error, cycle.profile, cycle.profile_version
+    # The cycle as it is now, and its recorded profile version's terms read here, in the caller's transaction: the
+    # emitter's thread explains it later, while the ingester goes on with its objects.
+    chosen_node, error = cycle.chosen_node, cycle.error
+    terms = cycle_traffic_terms(profile=cycle.profile, profile_version=cycle.profile_version)
 
     def summary() -> str:
-        return records_summary(
-            records=records, chosen_node=chosen_node, error=error, profile=profile, profile_version=version
-        )
+        return records_summary(records=records, chosen_node=chosen_node, error=error, terms=terms)
 
     job = PodEventJob(
         namespace=cycle.pod_namespace,

@@ -185,14 +185,15 @@ def records_explanation(
     )
 
 
-def records_summary(*, records: CycleRecords, chosen_node: str, error: str, profile: str, profile_version: str) -> str:
-    """``records_explanation(...).summary``, the same text, without explaining every node (the pod's Event)."""
+def records_summary(*, records: CycleRecords, chosen_node: str, error: str, terms: TrafficTerms) -> str:
+    """``records_explanation(...).summary``, the same text, without explaining every node (the pod's Event);
+    ``terms``: the cycle's (``cycle_traffic_terms``), read where the cycle was, not in the Event's thread."""
     return explain_summary(
         filter_record=records.filter,
         prioritize_record=records.prioritize,
         chosen_node=chosen_node,
         error=error,
-        traffic_window_minutes=cycle_traffic_terms(profile=profile, profile_version=profile_version).window_minutes,
+        traffic_window_minutes=terms.window_minutes,
     )
 
 
