@@ -22,6 +22,7 @@ def refreshed(settings, tmp_path, db):
     settings.SCHEDLENS_CLUSTER_FILE = str(cluster)
     settings.SCHEDLENS_TRAFFIC_BACKEND = "redis"
     settings.PROMETHEUS_URL = ""
+    settings.SCHEDLENS_SYNTHETIC_TRAFFIC = True  # the demo's source
     rows = [traffic_refresh(query=TrafficQuery()), traffic_refresh(query=TrafficQuery(device_name="lo"))]
     assert all(row is not None for row in rows)
     return rows

@@ -443,23 +443,6 @@ def test_the_health_page_shows_latency_errors_spool_and_traffic(signed_in, recor
     assert '<th scope="row">default</th>' in body
 
 
-@pytest.fixture
-def refreshed_traffic(dashboard_settings, tmp_path):
-    """One real prefetch refresh (synthetic source, Redis snapshot, a TrafficRefresh row) for node-1..node-5."""
-    from dashboard.traffic.services import traffic_refresh
-    from scheduler_core.traffic import TrafficQuery
-
-    cluster = tmp_path / "cluster.json"
-    cluster.write_text(json.dumps({"nodes": [{"metadata": {"name": f"node-{i}"}} for i in range(1, 6)]}))
-    dashboard_settings.SCHEDLENS_CLUSTER_FILE = str(cluster)
-    dashboard_settings.SCHEDLENS_TRAFFIC_BACKEND = "redis"
-    dashboard_settings.PROMETHEUS_URL = ""
-    row = traffic_refresh(query=TrafficQuery())
-    assert row is not None
-    assert row.bytes_by_node
-    return row
-
-
 def test_the_health_page_shows_each_refresh_and_infers_worker_liveness(signed_in, recorder, refreshed_traffic):
     body = text(signed_in.get(reverse("ui:health")))
     assert refreshed_traffic.query_key in body
