@@ -43,6 +43,7 @@ from scheduler_core.record import (
     PreemptRecord,
     VerbEvent,
 )
+from scheduler_core.workload_traffic import LearnedTrafficStore
 
 SERVER_ID = f"{socket.gethostname()}:{os.getpid()}"
 log = logging.getLogger(__name__)
@@ -152,6 +153,7 @@ class Extender:
         clock: Callable[[], float] = time.time,
         inputs: CycleInputs | None = None,
         journal: BindJournal | None = None,
+        learned: LearnedTrafficStore | None = None,
     ) -> None:
         self.profiles = profiles
         self.cluster = cluster
@@ -163,6 +165,8 @@ class Extender:
         self.journal = journal
         """When set, a bind through a binder that can read the pod back (``PodReader``: the API server's) records
         its intent here before asking (``scheduler_core.bind_intents``)."""
+        self.learned = LearnedTrafficStore() if learned is None else learned
+        """Traffic learned per workload, kept current by background work (the outcome job): read, never waited on."""
         self._candidates_memo = CandidatesMemo()
 
     # --- shared plumbing ---------------------------------------------------------------------------
@@ -240,10 +244,15 @@ class Extender:
 
     def _context(self, profile: Profile, pod: PodInfo, now: float, shared: SharedColumns | None = None) -> CycleContext:
         shared = new_shared_columns() if shared is None else shared
+        learned = self.learned.current
         if self.inputs is None:
-            return CycleContext(pod=pod, cluster=self.cluster, traffic=self.traffic, now=now, shared=shared)
+            return CycleContext(
+                pod=pod, cluster=self.cluster, traffic=self.traffic, now=now, shared=shared, learned=learned
+            )
         traffic, binds = self.inputs.for_call(profile, now)
-        return CycleContext(pod=pod, cluster=self.cluster, traffic=traffic, now=now, binds=binds, shared=shared)
+        return CycleContext(
+            pod=pod, cluster=self.cluster, traffic=traffic, now=now, binds=binds, shared=shared, learned=learned
+        )
 
     # --- verbs ---------------------------------------------------------------------------------------
 
