@@ -128,10 +128,10 @@ def _pod_assumed_mismatches(shown: Mapping[str, Any] | None) -> list[Mismatch]:
 
 def recompute_explanation(explanation: Mapping[str, Any]) -> list[Mismatch]:
     """Every figure of ``explanation`` that does not follow from the others; empty when the explanation adds up."""
+    found: list[Mismatch] = _pod_assumed_mismatches(explanation.get("pod_assumed"))
     scored = [n for n in explanation.get("nodes", []) if n.get("final_score") is not None]
     if not scored:
-        return []
-    found: list[Mismatch] = _pod_assumed_mismatches(explanation.get("pod_assumed"))
+        return found
     largest = _largest_estimate(scored)
     forced: set[int] = set()
     for position, node in enumerate(scored):
