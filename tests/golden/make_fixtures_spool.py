@@ -1,7 +1,7 @@
 """The writers of the spool era (``make_fixtures.py``): ``json`` (spool records, jsonb columns, an audit link),
 ``spool-file-v0`` (the spool file without ``answered``), ``binary-first`` and ``binary-last`` (``SLR\\x01``,
-``SLR\\x02``), ``bind-intents`` (a bind intent, the spool file with ``bind_intents``), ``pod-assumed`` (a prioritize with
-``pod_assumed``)."""
+``SLR\\x02``), ``bind-intents`` (a bind intent, the spool file with ``bind_intents``), ``pod-assumed`` (a
+prioritize with ``pod_assumed``)."""
 
 from __future__ import annotations
 

@@ -155,7 +155,8 @@ def test_the_pods_annotation_overrides_the_learned_figure_and_the_constant() -> 
     assert traffic.pod_assumed is not None
     assert (traffic.pod_assumed.bytes, traffic.pod_assumed.source) == (7 * MB, "override")
     (unreadable,) = prioritize(ext, pod({"schedlens.io/assumed-bytes": "lots"})).plugins
-    assert unreadable.pod_assumed is not None and unreadable.pod_assumed.source == "learned"
+    assert unreadable.pod_assumed is not None
+    assert unreadable.pod_assumed.source == "learned", "an annotation that is not bytes is no override"
 
 
 def test_the_learning_option_gives_the_profile_a_new_version_and_leaving_it_off_keeps_the_old() -> None:
