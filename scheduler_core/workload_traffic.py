@@ -216,3 +216,28 @@ def recompute(record: AssumedBytes, *, constant: float, window_seconds: int) -> 
     if record.source == SOURCE_LEARNED:
         return float(round(record.bytes_per_second * window_seconds))
     return None
+
+
+class _Stored(msgspec.Struct, array_like=True, gc=False):
+    """A :class:`LearnedTraffic` as published to Redis: ``[learned_at, percentile, lookback, min, [[key, …], …]]``."""
+
+    learned_at: float
+    percentile: float
+    lookback_days: int
+    min_samples: int
+    workloads: list[tuple[WorkloadKey, Learned]]
+
+
+_stored_decoder = msgspec.msgpack.Decoder(_Stored)
+
+
+def encode_learned(table: LearnedTraffic) -> bytes:
+    workloads = sorted(table.by_workload.items(), key=lambda item: (item[0].namespace, item[0].kind, item[0].name))
+    stored = _Stored(table.learned_at, table.percentile, table.lookback_days, table.min_samples, workloads)
+    return msgspec.msgpack.encode(stored)
+
+
+def decode_learned(data: bytes) -> LearnedTraffic:
+    stored = _stored_decoder.decode(data)
+    by_workload = dict(stored.workloads)
+    return LearnedTraffic(by_workload, stored.learned_at, stored.percentile, stored.lookback_days, stored.min_samples)
