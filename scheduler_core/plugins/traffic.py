@@ -224,7 +224,8 @@ class NetworkTraffic:
             candidate = at >= 0
             if candidate.any():
                 times = np.asarray(binds.times, dtype=np.float64)[candidate]
-                extra = herd.extra_bytes_at(at[candidate], times, ctx.now, len(nodes))
+                own = binds.bytes[candidate] if binds.bytes is not None else None
+                extra = herd.extra_bytes_at(at[candidate], times, ctx.now, len(nodes), own)
                 counts, herd_newest = herd.binds_at(at[candidate], times, ctx.now, len(nodes))
                 if unmeasured:  # a node without a series gets no herd bytes: it is scored as missing
                     missing = [i for i, raw in enumerate(raws) if raw is None]

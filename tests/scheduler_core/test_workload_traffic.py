@@ -192,3 +192,45 @@ def test_the_explanation_says_where_the_assumed_bytes_come_from_and_verify_recom
     shown["pod_assumed"]["bytes"] = 100 * MB
     (mismatch,) = recompute_explanation(shown)
     assert (mismatch.what, mismatch.recomputed) == ("pod assumed bytes", 600 * MB)
+
+
+# --- the herd estimate counts each bound pod's own assumed bytes -------------------------------------------------
+
+
+def bind(ext: Extender, node: str) -> None:
+    body = encode({"PodName": "web-5d8f7c9b4-x2x7q", "PodNamespace": "shop", "PodUID": "uid-1", "Node": node})
+    assert ext.bind("default", body).status == 200
+
+
+def test_a_bound_pods_learned_bytes_are_what_the_herd_adds_to_its_node() -> None:
+    now = time.time()
+    store = LearnedTrafficStore(learn(samples(12, 2 * MB, now), now))
+    ext = extender("assumedBytesPerPod: 100000000, learnWorkloadTraffic: true", store)
+    ext.clock = lambda: now
+    prioritize(ext, pod())
+    bind(ext, "quiet")
+
+    (traffic,) = prioritize(ext, pod()).plugins
+    assert traffic.herd_bytes == [600 * MB, 0.0], "2 MB/s over 5 minutes, not the constant's 100 MB"
+    assert traffic.herd_binds == [1, 0]
+
+
+def test_a_bind_without_a_learned_or_overridden_figure_adds_the_constant() -> None:
+    now = time.time()
+    ext = extender("assumedBytesPerPod: 100000000, learnWorkloadTraffic: true", LearnedTrafficStore())
+    ext.clock = lambda: now
+    prioritize(ext, pod())
+    bind(ext, "quiet")
+    (traffic,) = prioritize(ext, pod()).plugins
+    assert traffic.herd_bytes == [100 * MB, 0.0]
+
+
+def test_the_bind_log_keeps_each_binds_own_bytes_beside_binds_of_the_constant() -> None:
+    log = InMemoryBindLog(60.0)
+    log.record_bind(node="a", pod="p1", at=10.0)
+    assert log.recent_binds(10.0).bytes is None, "only the constant: no column"
+    log.record_bind(node="b", pod="p2", at=11.0, bytes=5.0)
+    log.record_bind(node="a", pod="p3", at=12.0)
+    column = log.recent_binds(12.0).bytes
+    assert column is not None
+    assert [None if v != v else v for v in column.tolist()] == [None, 5.0, None]
