@@ -25,7 +25,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from dashboard.bind_intents import IntentReconciler, SpoolBindJournal
-from dashboard.outcomes.learning import PROCESS_LEARNED, LearnedTrafficFollower
+from dashboard.outcomes.learned_table import PROCESS_LEARNED, LearnedTrafficFollower
 from dashboard.spool import Spool
 from dashboard.traffic.sources import unaddressed_source
 from dashboard.traffic.view import LocalInputs, build_inputs

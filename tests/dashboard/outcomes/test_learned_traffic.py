@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import msgspec
 import pytest
 
-from dashboard.outcomes.learning import learned_key, read_published
+from dashboard.outcomes.learned_table import learned_key, read_published
 from dashboard.outcomes.services import outcomes_refresh
 from dashboard.traffic.clients import worker_client
 from scheduler_core.binding import SimulatedBinder
