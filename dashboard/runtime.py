@@ -25,6 +25,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from dashboard.bind_intents import IntentReconciler, SpoolBindJournal
+from dashboard.outcomes.learned_table import PROCESS_LEARNED, LearnedTrafficFollower
 from dashboard.spool import Spool
 from dashboard.traffic.sources import unaddressed_source
 from dashboard.traffic.view import LocalInputs, build_inputs
@@ -129,7 +130,10 @@ class Runtime:
             traffic=self.traffic,
             binder=_binder(self.cluster),
             journal=SpoolBindJournal(self.spool),
+            learned=PROCESS_LEARNED,
         )
+        # Traffic learned per workload: the outcome job publishes it, this thread reads it for the verbs.
+        self.learned_follower = LearnedTrafficFollower(PROCESS_LEARNED)
         # Settles the bind intents a process killed mid-bind left (dashboard/bind_intents.py says why here).
         self.reconciler = IntentReconciler(
             self.spool,
@@ -193,6 +197,7 @@ class Runtime:
         self.refresher.refresh_once()
         self.refresher.start()
         self.reconciler.start()
+        self.learned_follower.start()
         if self.bind_watch is not None:
             self.bind_watch.start()
 

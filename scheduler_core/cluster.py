@@ -15,6 +15,7 @@ import msgspec
 
 from scheduler_core import wire
 from scheduler_core.lru import LRU
+from scheduler_core.workload_traffic import WorkloadKey, override_bytes, workload_of
 
 NODE_RESOURCES_GROUP = "schedlens.io"
 NODE_RESOURCES_VERSION = "v1alpha1"
@@ -56,6 +57,10 @@ class PodInfo:
     """Resource names requested (or limited) by any container or init container."""
     images: tuple[str, ...] = ()
     """Normalized image references of containers and init containers, without duplicates."""
+    workload: WorkloadKey | None = None
+    """The workload its controlling owner stands for (``scheduler_core.workload_traffic``); None: no owner."""
+    assumed_bytes_override: float | None = None
+    """The pod's ``schedlens.io/assumed-bytes`` annotation: the herd estimate assumes this for it, whatever else."""
 
     @property
     def key(self) -> str:
@@ -94,6 +99,8 @@ def pod_info(pod: wire.Pod) -> PodInfo:
             requested.update(container.resources.requests or ())
             requested.update(container.resources.limits or ())
     meta = pod.metadata
+    owners = meta.owner_references or ()
+    owner = next((o for o in owners if o.controller), owners[0] if owners else None)
     return PodInfo(
         namespace=meta.namespace,
         name=meta.name,
@@ -101,6 +108,8 @@ def pod_info(pod: wire.Pod) -> PodInfo:
         resource_version=meta.resource_version,
         requested_resources=frozenset(requested),
         images=tuple(images),
+        workload=workload_of(meta.namespace, owner.kind, owner.name) if owner is not None else None,
+        assumed_bytes_override=override_bytes(meta.annotations),
     )
 
 

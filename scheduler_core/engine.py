@@ -258,6 +258,7 @@ def _plugin_record(
         herd_newest_age_ms=herd_newest,
         requested=list(result.requested),
         inputs={name: list(column) for name, column in result.inputs.items()},
+        pod_assumed=result.pod_assumed,
     )
 
 

@@ -132,6 +132,37 @@ class Explanation:
     """Whether the traffic used was stale (``scheduler_core.traffic_terms.staleness``); None: not known."""
     metric_staleness: str = ""
     """That verdict with the age and limit it follows from; empty without a measurement."""
+    pod_assumed: PodAssumed | None = None
+    """What the herd estimate assumes this pod adds to its node once bound, and where that comes from; None: the
+    record does not say (no herd estimate, or recorded before it was kept)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodAssumed:
+    """``PluginScores.pod_assumed`` with the figures it follows from, for an explanation."""
+
+    bytes: float
+    source: str
+    """``constant``, ``learned`` or ``override``."""
+    text: str
+    """Where the bytes come from, in words: "learned from 12 pods of deployment shop/web, p90 over the last 7 days"."""
+    workload: str
+    pods: int
+    bytes_per_second: float
+    """The learned rate (learned only): ``bytes`` is it times ``window_seconds``, rounded."""
+    window_seconds: int | None
+    """The traffic window the bytes are over; None: not known."""
+
+
+def pod_assumed_of(prioritize: PrioritizeRecord | None, window_minutes: int | None) -> PodAssumed | None:
+    plugin = _traffic_plugin(prioritize)
+    found = plugin.pod_assumed if plugin is not None else None
+    if found is None:
+        return None
+    window = window_minutes * 60 if window_minutes is not None else None
+    return PodAssumed(
+        found.bytes, found.source, found.text(), found.workload, found.pods, found.bytes_per_second, window
+    )
 
 
 def contribution(normalized: float, weight: int, applicable_weight: int) -> float:
@@ -411,6 +442,7 @@ def explain(
         traffic_terms=terms,
         metric_stale=stale.stale,
         metric_staleness=stale.text,
+        pod_assumed=pod_assumed_of(prioritize, terms.window_minutes),
     )
 
 

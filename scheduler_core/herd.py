@@ -46,6 +46,9 @@ class RecentBinds:
     candidates' positions of thousands of binds with one array lookup (:func:`positions_by_number`)."""
     id_names: list[str] = field(default_factory=list)
     """Node names by number; the log only appends to it (a new list when it starts numbering over)."""
+    bytes: Floats | None = None
+    """Each entry's own assumed bytes (its workload's learned traffic, its override:
+    ``scheduler_core.workload_traffic``; NaN: the scoring plugin's constant); None: every entry's is the constant."""
 
     @property
     def by_node(self) -> dict[str, tuple[float, ...]]:
@@ -60,8 +63,9 @@ NO_BINDS = RecentBinds()
 
 
 class BindLog(Protocol):
-    def record_bind(self, *, node: str, pod: str, at: float) -> None:
-        """Remember that ``pod`` (its UID, or namespace/name) was bound to ``node`` at ``at`` (Unix seconds)."""
+    def record_bind(self, *, node: str, pod: str, at: float, bytes: float | None = None) -> None:
+        """Remember that ``pod`` (its UID, or namespace/name) was bound to ``node`` at ``at`` (Unix seconds);
+        ``bytes``: what the pod is assumed to add, when not the constant (learned, overridden)."""
         ...
 
     def recent_binds(self, now: float) -> RecentBinds: ...
@@ -86,22 +90,23 @@ class InMemoryBindLog:
         self.horizon_seconds = horizon_seconds
         self.default_decay_seconds = horizon_seconds if default_decay_seconds is None else default_decay_seconds
         self._lock = threading.Lock()
-        self._binds: dict[str, tuple[str, float]] = {}
-        """pod → (node, bound at)."""
+        self._binds: dict[str, tuple[str, float, float]] = {}
+        """pod → (node, bound at, its assumed bytes or NaN: the constant)."""
         self._pruned_at = -math.inf
         self._recent: RecentBinds | None = None
         """``_binds`` as handed to verbs; None: to be built again from them."""
         self._ids: dict[str, int] = {}
         self._names: list[str] = []
 
-    def record_bind(self, *, node: str, pod: str, at: float) -> None:
+    def record_bind(self, *, node: str, pod: str, at: float, bytes: float | None = None) -> None:
+        own = math.nan if bytes is None else bytes
         with self._lock:
             previous = self._binds.get(pod)
             if previous is None:
-                self._binds[pod] = (node, at)
-                self._append(node, at)
+                self._binds[pod] = (node, at, own)
+                self._append(node, at, own)
             elif previous[0] != node:  # rebound elsewhere: it keeps its place in the order, so build again
-                self._binds[pod] = (node, at)
+                self._binds[pod] = (node, at, own)
                 self._recent = None
             self._prune(at)
 
@@ -119,29 +124,35 @@ class InMemoryBindLog:
             self._names.append(node)
         return found
 
-    def _append(self, node: str, at: float) -> None:
+    def _append(self, node: str, at: float, own: float) -> None:
         recent = self._recent
         if recent is None or recent.node_ids is None:
             return  # built on the next read
+        bytes_ = recent.bytes
+        if bytes_ is not None or not math.isnan(own):
+            bytes_ = np.append(np.full(len(recent.nodes), math.nan) if bytes_ is None else bytes_, own)
         self._recent = RecentBinds(
             (*recent.nodes, node),
             np.append(recent.times, at),
             self.default_decay_seconds,
             node_ids=np.append(recent.node_ids, self._number(node)),
             id_names=self._names,
+            bytes=bytes_,
         )
 
     def _build(self) -> RecentBinds:
         entries = list(self._binds.values())
         if len(self._names) > 2 * len(entries) + 4096:  # node names churned: number them over
             self._ids, self._names = {}, []
-        nodes = tuple(node for node, _ in entries)
+        nodes = tuple(node for node, _, _ in entries)
+        own = np.fromiter((b for _, _, b in entries), np.float64, len(entries))
         return RecentBinds(
             nodes,
-            np.fromiter((at for _, at in entries), np.float64, len(entries)),
+            np.fromiter((at for _, at, _ in entries), np.float64, len(entries)),
             self.default_decay_seconds,
             node_ids=np.fromiter(map(self._number, nodes), np.intp, len(nodes)),
             id_names=self._names,
+            bytes=None if np.isnan(own).all() else own,
         )
 
     def _prune(self, now: float) -> None:
@@ -151,7 +162,7 @@ class InMemoryBindLog:
             return
         self._pruned_at = now
         cutoff = now - self.horizon_seconds
-        expired = [pod for pod, (_, at) in self._binds.items() if at < cutoff]
+        expired = [pod for pod, (_, at, _) in self._binds.items() if at < cutoff]
         for pod in expired:
             del self._binds[pod]
         if expired:
@@ -183,8 +194,16 @@ class HerdEstimator:
     def enabled(self) -> bool:
         return self.bytes_per_pod > 0 and self.decay_seconds > 0
 
-    def extra_bytes_at(self, positions: NDArray[np.intp], times: NDArray[np.float64], now: float, size: int) -> Floats:
-        """Per position 0..size-1, the extra bytes of the binds at that position (``times``: when each was bound).
+    def extra_bytes_at(
+        self,
+        positions: NDArray[np.intp],
+        times: NDArray[np.float64],
+        now: float,
+        size: int,
+        own_bytes: Floats | None = None,
+    ) -> Floats:
+        """Per position 0..size-1, the extra bytes of the binds at that position (``times``: when each was bound;
+        ``own_bytes``: each bind's own assumed bytes, NaN or None for ``bytes_per_pod``).
 
         Each bind weighs 1 just after it (or when stamped slightly in the future by another replica's clock) and
         0 once ``decay_seconds`` old, linearly in between; the weights times ``bytes_per_pod`` are added up per
@@ -197,7 +216,10 @@ class HerdEstimator:
         if not self.enabled:
             return np.zeros(size)
         weights = np.maximum(0.0, 1.0 - np.maximum(0.0, now - times) / self.decay_seconds)
-        summed = np.bincount(positions, weights=self.bytes_per_pod * weights, minlength=size)
+        per_bind = (
+            self.bytes_per_pod if own_bytes is None else np.where(np.isnan(own_bytes), self.bytes_per_pod, own_bytes)
+        )
+        summed = np.bincount(positions, weights=per_bind * weights, minlength=size)
         return np.rint(summed).astype(np.float64, copy=False)
 
     def binds_at(

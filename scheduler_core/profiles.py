@@ -131,6 +131,15 @@ class Profile:
         }
 
 
+NEW_ARGS_DEFAULTS: Mapping[str, object] = {"learnWorkloadTraffic": False}
+"""Args added after profile versions were stored, left out of a profile's normalized form while at their default: a
+profile that does not use them keeps the version it had (its stored records stay its), one that does gets a new one."""
+
+
+def _without_new_defaults(args: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in args.items() if k not in NEW_ARGS_DEFAULTS or NEW_ARGS_DEFAULTS[k] != v}
+
+
 def profile_version(description: Mapping[str, Any]) -> str:
     """A profile's version: the first 12 hex digits of the SHA-256 of its complete definition (``Profile.describe()``:
     every plugin, weight and arg with its default filled in, the answer scale and extender weight) as canonical JSON.
@@ -238,7 +247,7 @@ def _build_profile(config: _ProfileConfig) -> Profile:
                 f"profile {name!r}, plugin {plugin_name!r}: field args.{field}: {message}".replace("args.args", "args")
             ) from None
         instances[plugin_name] = cls(args)  # type: ignore[arg-type]
-        effective[plugin_name] = msgspec.to_builtins(args)
+        effective[plugin_name] = _without_new_defaults(msgspec.to_builtins(args))
     weight = config.answer.extender_weight
     if weight is not None and not 1 <= weight <= MAX_WEIGHT:
         raise ProfileError(f"profile {name!r}: field answer.extenderWeight: must be 1..{MAX_WEIGHT}, got {weight}")

@@ -23,6 +23,7 @@ from typing import Any
 
 from scheduler_core.answer import fixed_answer, preference_tied, spread_answer
 from scheduler_core.wire import MAX_EXTENDER_PRIORITY
+from scheduler_core.workload_traffic import SOURCE_LEARNED
 
 TOLERANCE = 1.5e-4
 """A score is kept to 4 decimals (``engine.round4``: times 10⁴, rounded half to even): a mean that falls on a 5 in
@@ -108,12 +109,29 @@ def _largest_estimate(scored: Sequence[Mapping[str, Any]]) -> float | None:
     return max(estimates) if estimates else None
 
 
-def recompute_explanation(explanation: Mapping[str, Any]) -> list[Mismatch]:
-    """Every figure of ``explanation`` that does not follow from the others; empty when the explanation adds up."""
-    scored = [n for n in explanation.get("nodes", []) if n.get("final_score") is not None]
-    if not scored:
+def _pod_assumed_mismatches(shown: Mapping[str, Any] | None) -> list[Mismatch]:
+    """A learned figure is its rate times the window, rounded; its words name the pods, the workload and the
+    percentile it follows from."""
+    if not shown or shown.get("source") != SOURCE_LEARNED:
         return []
     found: list[Mismatch] = []
+    window = shown.get("window_seconds")
+    if window is not None:
+        expected = float(round(shown["bytes_per_second"] * window))
+        if shown["bytes"] != expected:
+            found.append(Mismatch("", "pod assumed bytes", shown["bytes"], expected))
+    words = f"learned from {shown['pods']} pods of {shown['workload']}, "
+    if not str(shown.get("text", "")).startswith(words):
+        found.append(Mismatch("", "pod assumed bytes' source", shown.get("text"), words + "…"))
+    return found
+
+
+def recompute_explanation(explanation: Mapping[str, Any]) -> list[Mismatch]:
+    """Every figure of ``explanation`` that does not follow from the others; empty when the explanation adds up."""
+    found: list[Mismatch] = _pod_assumed_mismatches(explanation.get("pod_assumed"))
+    scored = [n for n in explanation.get("nodes", []) if n.get("final_score") is not None]
+    if not scored:
+        return found
     largest = _largest_estimate(scored)
     forced: set[int] = set()
     for position, node in enumerate(scored):

@@ -13,6 +13,8 @@ from typing import Final, Literal
 
 import msgspec
 
+from scheduler_core.workload_traffic import AssumedBytes
+
 FILTER: Final = "filter"
 PRIORITIZE: Final = "prioritize"
 BIND: Final = "bind"
@@ -68,6 +70,10 @@ class PluginScores(msgspec.Struct, omit_defaults=True, gc=False):
     missing_score: float | None = None
     """The score the plugin gives a node it has no figure for, by its policy (``NetworkTraffic``: 50, neutral, or 0
     under ``missingPolicy: fail``); None in records from before it was kept."""
+    pod_assumed: AssumedBytes | None = None
+    """``NetworkTraffic``: what the herd estimate assumes the pod adds to its node once bound, and where that comes
+    from (learned from its workload's pods, the constant, the pod's override); None in records from before it was
+    kept. Last: positions are the spool's format."""
 
 
 class PrioritizeRecord(msgspec.Struct, omit_defaults=True, gc=False):

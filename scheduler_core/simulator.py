@@ -171,6 +171,8 @@ def make_pod(rng: random.Random, scheduler_name: str = "schedlens-scheduler") ->
             "resourceVersion": str(rng.randint(100000, 999999)),
             "creationTimestamp": "2026-11-22T10:00:00Z",
             "labels": {"app": app},
+            # Its ReplicaSet, as a Deployment's pods have one (no draw from ``rng``: the pods stay what they were).
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name[:-6], "controller": True}],
         },
         "spec": {
             "containers": [

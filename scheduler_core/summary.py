@@ -17,6 +17,7 @@ from scheduler_core.figures import seconds_text
 from scheduler_core.plugins.traffic import NetworkTraffic
 from scheduler_core.record import FilterRecord, PrioritizeRecord
 from scheduler_core.units import human_bytes
+from scheduler_core.workload_traffic import SOURCE_CONSTANT
 
 if TYPE_CHECKING:  # for annotations only: explain imports this module
     from scheduler_core.explain import NodeExplanation
@@ -69,6 +70,9 @@ def summarize(
         sentences.append(lead)
     if leader and leader != preferred:
         sentences.append(_herd_sentence(leader, preferred, nodes))
+    assumed = _pod_assumed_sentence(prioritize)
+    if assumed:
+        sentences.append(assumed)
     count, excluded = nodes.excluded(MAX_LISTED_EXCLUSIONS)
     if count:
         listed = "; ".join(_exclusion(n) for n in excluded)
@@ -226,3 +230,12 @@ def _points(value: float) -> str:
     if value == 0 or abs(value) >= 0.1:
         return f"{value:.1f}"
     return f"{value:.4f}".rstrip("0")
+
+
+def _pod_assumed_sentence(prioritize: PrioritizeRecord | None) -> str:
+    """Where the pod's own assumed bytes come from, when not from the constant (the usual case says nothing)."""
+    plugin = next((p for p in prioritize.plugins if p.pod_assumed is not None), None) if prioritize else None
+    found = plugin.pod_assumed if plugin is not None else None
+    if found is None or found.source == SOURCE_CONSTANT:
+        return ""
+    return f"Once bound, the pod is assumed to add {human_bytes(found.bytes)} to its node ({found.text()})."

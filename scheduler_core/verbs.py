@@ -26,6 +26,7 @@ from scheduler_core.candidates import CandidatesMemo
 from scheduler_core.cluster import ClusterView, NodeInfo, PodInfo, knows_all_nodes, node_info, node_lookup, pod_info
 from scheduler_core.engine import FilterDecision, run_filter, run_prioritize
 from scheduler_core.herd import RecentBinds
+from scheduler_core.lru import LRU
 from scheduler_core.plugins import CycleContext
 from scheduler_core.plugins.base import SharedColumns, TrafficView, new_shared_columns, shared_column
 from scheduler_core.profiles import Profile
@@ -43,9 +44,12 @@ from scheduler_core.record import (
     PreemptRecord,
     VerbEvent,
 )
+from scheduler_core.workload_traffic import SOURCE_CONSTANT, LearnedTrafficStore
 
 SERVER_ID = f"{socket.gethostname()}:{os.getpid()}"
 log = logging.getLogger(__name__)
+ASSUMED_KEPT = 4096
+"""Pods whose own assumed bytes a process keeps between their prioritize and their bind (the pods in flight)."""
 _name = attrgetter("name")
 
 
@@ -58,7 +62,7 @@ class CycleInputs(Protocol):
 
     def for_call(self, profile: Profile, now: float) -> tuple[TrafficView, RecentBinds]: ...
 
-    def record_bind(self, *, node: str, pod: str, at: float) -> None: ...
+    def record_bind(self, *, node: str, pod: str, at: float, bytes: float | None = None) -> None: ...
 
 
 class BindJournal(Protocol):
@@ -152,6 +156,7 @@ class Extender:
         clock: Callable[[], float] = time.time,
         inputs: CycleInputs | None = None,
         journal: BindJournal | None = None,
+        learned: LearnedTrafficStore | None = None,
     ) -> None:
         self.profiles = profiles
         self.cluster = cluster
@@ -163,6 +168,11 @@ class Extender:
         self.journal = journal
         """When set, a bind through a binder that can read the pod back (``PodReader``: the API server's) records
         its intent here before asking (``scheduler_core.bind_intents``)."""
+        self.learned = LearnedTrafficStore() if learned is None else learned
+        """Traffic learned per workload, kept current by background work (the outcome job): read, never waited on."""
+        self._assumed: LRU[str, float] = LRU(ASSUMED_KEPT)
+        """Pod key → the bytes its prioritize assumed for it when not the constant (learned, overridden): the bind's
+        request names only the pod, so the bind log learns them from here."""
         self._candidates_memo = CandidatesMemo()
 
     # --- shared plumbing ---------------------------------------------------------------------------
@@ -240,10 +250,15 @@ class Extender:
 
     def _context(self, profile: Profile, pod: PodInfo, now: float, shared: SharedColumns | None = None) -> CycleContext:
         shared = new_shared_columns() if shared is None else shared
+        learned = self.learned.current
         if self.inputs is None:
-            return CycleContext(pod=pod, cluster=self.cluster, traffic=self.traffic, now=now, shared=shared)
+            return CycleContext(
+                pod=pod, cluster=self.cluster, traffic=self.traffic, now=now, shared=shared, learned=learned
+            )
         traffic, binds = self.inputs.for_call(profile, now)
-        return CycleContext(pod=pod, cluster=self.cluster, traffic=traffic, now=now, binds=binds, shared=shared)
+        return CycleContext(
+            pod=pod, cluster=self.cluster, traffic=traffic, now=now, binds=binds, shared=shared, learned=learned
+        )
 
     # --- verbs ---------------------------------------------------------------------------------------
 
@@ -296,6 +311,9 @@ class Extender:
             return self._refuse(PRIORITIZE, profile_name, started, 400, exc)
         pod = pod_info(args.pod)
         record = run_prioritize(profile, self._context(profile, pod, started.at, shared), nodes)
+        own = next((p.pod_assumed for p in record.plugins if p.pod_assumed is not None), None)
+        if own is not None and own.source != SOURCE_CONSTANT:
+            self._assumed.put(pod.uid or pod.key, own.bytes)
         if unknown := self._unknown(mode, nodes, shared):
             forced = [i for i, name in enumerate(record.nodes) if name in unknown]
             for i in forced:
@@ -344,7 +362,8 @@ class Extender:
         if outcome.ok and self.inputs is not None:
             pod_key = args.pod_uid or f"{args.pod_namespace}/{args.pod_name}"
             try:
-                self.inputs.record_bind(node=args.node, pod=pod_key, at=self.clock())
+                assumed = self._assumed.get(pod_key)
+                self.inputs.record_bind(node=args.node, pod=pod_key, at=self.clock(), bytes=assumed)
             except Exception:  # the pod is bound: a lost herd hint must not turn that into an error
                 log.exception("could not record the bind of %s to %s for the herd estimate", pod_key, args.node)
         # kube-scheduler formats Error with fmt.Errorf: a "%" would be mangled (protocol doc §2.2).

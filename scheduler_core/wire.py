@@ -46,12 +46,20 @@ class WireError(ValueError):
 # --- The parts of Kubernetes objects the plugins read -------------------------------------------------
 
 
+class OwnerReference(msgspec.Struct, gc=False):
+    kind: str = ""
+    name: str = ""
+    controller: bool = False
+
+
 class ObjectMeta(msgspec.Struct, rename="camel", gc=False):
     name: str = ""
     namespace: str = ""
     uid: str = ""
     resource_version: str = ""
     labels: dict[str, str] | None = None
+    owner_references: list[OwnerReference] | None = None
+    annotations: dict[str, str] | None = None
 
 
 class ResourceRequirements(msgspec.Struct, gc=False):

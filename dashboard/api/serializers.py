@@ -141,6 +141,18 @@ class TrafficTermsSerializer(_PlainSerializer):
     version = serializers.CharField(help_text="The profile version they come from; empty: not known.")
 
 
+class PodAssumedSerializer(_PlainSerializer):
+    bytes = serializers.FloatField(help_text="Over the traffic window, like assumedBytesPerPod.")
+    source = serializers.CharField(  # type: ignore[assignment]  # a declared field, popped from the class by DRF: not Field.source
+        help_text="constant, learned (from the workload's pods) or override (annotation)."
+    )
+    text = serializers.CharField(help_text="Where the bytes come from, in words, with the figures.")
+    workload = serializers.CharField(help_text="kind namespace/name of the pod's workload; empty: none known.")
+    pods = serializers.IntegerField(help_text="How many measured pods a learned figure comes from.")
+    bytes_per_second = serializers.FloatField(help_text="The learned rate: bytes = rate × window_seconds, rounded.")
+    window_seconds = serializers.IntegerField(allow_null=True, help_text="The traffic window; null: not known.")
+
+
 class ExplanationSerializer(_PlainSerializer):
     chosen_node = serializers.CharField()
     preferred_node = serializers.CharField()
@@ -184,6 +196,10 @@ class ExplanationSerializer(_PlainSerializer):
     )
     herd_changed_ranking = serializers.BooleanField(
         help_text="The bytes assumed for recent binds moved our preference away from measured_leader."
+    )
+    pod_assumed = PodAssumedSerializer(
+        allow_null=True,
+        help_text="What the herd estimate assumes the pod adds to its node once bound, and where that comes from.",
     )
 
 

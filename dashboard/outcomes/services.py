@@ -19,6 +19,7 @@ from django.db.models import QuerySet
 
 from dashboard.models import Outcome
 from dashboard.outcomes.codec import estimate_decode, estimate_encode, windows_decode, windows_encode
+from dashboard.outcomes.learning import learn_and_publish
 from dashboard.outcomes.models import BalanceSample, OutcomeStatus, PlacementOutcome
 from dashboard.outcomes.sources import outcome_source
 from dashboard.selectors.cycles import cycle_list_with_calls, cycle_read
@@ -276,6 +277,8 @@ def outcomes_refresh(*, now: float | None = None, source: OutcomeSource | None =
         PlacementOutcome.objects.filter(id__in=[r.id for r in rows]).update(error=str(exc)[:1000])
         return RefreshResult(started, 0, 0, error=str(exc))
     _last_error = ""
+    if updated:  # the table changes only with new measurements
+        learn_and_publish(now=now)
     if time.monotonic() - _pruned_at >= PRUNE_EVERY_SECONDS:
         outcomes_prune(older_than=_when(now) - timedelta(days=settings.SCHEDLENS_RETENTION_DAYS))
         _pruned_at = time.monotonic()

@@ -180,12 +180,12 @@ class RedisTrafficView:
                 snapshots[query] = snapshot
         return SnapshotMap(snapshots), self.binds.parse(results[-1], now)
 
-    def record_bind(self, *, node: str, pod: str, at: float) -> None:
-        self.local_binds.record_bind(node=node, pod=pod, at=at)
+    def record_bind(self, *, node: str, pod: str, at: float, bytes: float | None = None) -> None:
+        self.local_binds.record_bind(node=node, pod=pod, at=at, bytes=bytes)
         if time.monotonic() < self._skip_until:
             return
         try:
-            self.binds.record_bind(node=node, pod=pod, at=at)
+            self.binds.record_bind(node=node, pod=pod, at=at, bytes=bytes)
         except redis.RedisError as exc:
             self._unavailable(exc)
 
@@ -260,8 +260,8 @@ class LocalInputs:
     def for_call(self, profile: Profile, now: float) -> tuple[TrafficView, RecentBinds]:
         return self._traffic(), self.binds.recent_binds(now)
 
-    def record_bind(self, *, node: str, pod: str, at: float) -> None:
-        self.binds.record_bind(node=node, pod=pod, at=at)
+    def record_bind(self, *, node: str, pod: str, at: float, bytes: float | None = None) -> None:
+        self.binds.record_bind(node=node, pod=pod, at=at, bytes=bytes)
 
 
 def build_inputs(

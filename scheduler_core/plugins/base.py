@@ -16,6 +16,7 @@ from scheduler_core.cluster import ClusterView, NodeInfo, PodInfo
 from scheduler_core.herd import NO_BINDS, RecentBinds
 from scheduler_core.lru import LRU
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
+from scheduler_core.workload_traffic import NOTHING_LEARNED, AssumedBytes, LearnedTraffic
 
 NEUTRAL_SCORE = 50.0
 """The score of a node a plugin knows nothing about: the middle, so missing data neither helps nor hurts."""
@@ -126,6 +127,8 @@ class ScoreResult:
     """Per-node figures the scores are computed from, by name (aligned with the nodes), for the record."""
     missing_score: float | None = None
     """The score of a node the plugin has no figure for (its policy), for the record."""
+    pod_assumed: AssumedBytes | None = None
+    """What the herd estimate will assume the pod adds to its node once bound, and why (``NetworkTraffic``)."""
 
 
 class TrafficView(Protocol):
@@ -153,6 +156,8 @@ class CycleContext:
     now: float = field(default_factory=time.time)
     binds: RecentBinds = NO_BINDS
     """Recent binds per node, read once per verb call, for the herd-effect estimate."""
+    learned: LearnedTraffic = NOTHING_LEARNED
+    """Traffic learned per workload in the background, as it stood when the call started."""
     shared: SharedColumns = field(default_factory=new_shared_columns)
     """Per-node columns that depend only on the candidates' names (each node's traffic in a snapshot), made once
     and never mutated: shared by this call's plugins, and by later calls with the same candidate list."""

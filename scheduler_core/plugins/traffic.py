@@ -37,6 +37,7 @@ from scheduler_core.traffic import (
     TrafficSnapshot,
 )
 from scheduler_core.units import human_rate
+from scheduler_core.workload_traffic import AssumedBytes, assumed_bytes
 
 Floats = NDArray[np.float64]
 
@@ -96,6 +97,9 @@ class NetworkTrafficArgs(TrafficArgs):
     the kubelet's default 110 pods is ~1.1 MB/s per pod. 0 turns the herd mitigation off."""
     herd_decay_seconds: float = 0.0
     """How long a bind weighs on its node, decaying linearly; 0 means one traffic refresh interval."""
+    learn_workload_traffic: bool = False
+    """Assume, for a pod whose workload has enough measured pods, what they did rather than ``assumedBytesPerPod``
+    (``scheduler_core.workload_traffic``)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -220,7 +224,8 @@ class NetworkTraffic:
             candidate = at >= 0
             if candidate.any():
                 times = np.asarray(binds.times, dtype=np.float64)[candidate]
-                extra = herd.extra_bytes_at(at[candidate], times, ctx.now, len(nodes))
+                own = binds.bytes[candidate] if binds.bytes is not None else None
+                extra = herd.extra_bytes_at(at[candidate], times, ctx.now, len(nodes), own)
                 counts, herd_newest = herd.binds_at(at[candidate], times, ctx.now, len(nodes))
                 if unmeasured:  # a node without a series gets no herd bytes: it is scored as missing
                     missing = [i for i, raw in enumerate(raws) if raw is None]
@@ -256,7 +261,25 @@ class NetworkTraffic:
         if herd.enabled and ctx.binds.note:
             note = "; ".join(part for part in (note, ctx.binds.note) if part)
         columns = ScoreColumns(values, raws, details, herd_column, unmeasured, herd_binds, herd_newest)
-        return ScoreResult(columns, note=note, metric_age_seconds=reading.age_seconds, missing_score=missing_score)
+        return ScoreResult(
+            columns,
+            note=note,
+            metric_age_seconds=reading.age_seconds,
+            missing_score=missing_score,
+            pod_assumed=self.pod_assumed(ctx) if herd.enabled else None,
+        )
+
+    def pod_assumed(self, ctx: CycleContext) -> AssumedBytes:
+        """What the pod is assumed to add to its node once bound: its override, its workload's learned traffic (when
+        this profile learns), or the constant. A dictionary lookup: the table is learned in the background."""
+        pod = ctx.pod
+        return assumed_bytes(
+            constant=self.args.assumed_bytes_per_pod,
+            workload=pod.workload,
+            override=pod.assumed_bytes_override,
+            learned=ctx.learned if self.args.learn_workload_traffic else None,
+            window_seconds=self.args.query().window_seconds,
+        )
 
 
 def traffic_scores(estimates: Sequence[float] | Floats, highest: float) -> Floats:

@@ -35,6 +35,10 @@ Writers (name: commit, what it wrote):
 
     DJANGO_SETTINGS_MODULE=config.settings .venv/bin/python tests/golden/make_fixtures.py bind-intents /tmp/out
 
+- ``pod-assumed`` @ the commit that adds ``PluginScores.pod_assumed`` (issue 32, item 4), the first to write it: a
+  ``SLR\\x03`` prioritize whose NetworkTraffic carries a learned ``pod_assumed``:
+  ``spool/framed_prioritize_pod_assumed``. Written from the working tree itself, like ``bind-intents``.
+
 Each ``<fixture>.json`` beside the bytes says which form and writer, and holds the expected values: the inputs
 (``make_fixtures_inputs.py``), written there by hand and handed to the writer, never the writer's output read
 back. A field the writer's version did not have is expected at the value written by hand in ``LATER`` (what a
@@ -58,6 +62,7 @@ from make_fixtures_spool import (
     write_binary_last,
     write_bind_intents,
     write_json,
+    write_pod_assumed,
     write_spool_file_v0,
 )
 from make_fixtures_writer import Writer
@@ -75,6 +80,7 @@ def main() -> None:
         "body1": write_body1,
         "current": write_current,
         "bind-intents": write_bind_intents,
+        "pod-assumed": write_pod_assumed,
     }[name](writer)
 
 

@@ -16,6 +16,7 @@ WRITERS = {
     "body1": "258a538",
     "current": "1173deb",
     "bind-intents": "the commit that added bind intents (issue 20, item 6; parent 56c96b8)",
+    "pod-assumed": "the commit that added PluginScores.pod_assumed (issue 32, item 4; parent 97f217b)",
 }
 
 # --- inputs, written by hand ---------------------------------------------------------------------------
@@ -81,6 +82,7 @@ def prioritize(*, scale: str) -> dict[str, Any]:
                 "requested": [],
                 "inputs": {},
                 "missing_score": 50.0,
+                "pod_assumed": None,
             },
             {
                 "name": "NodeResourceFitByCR",
@@ -97,6 +99,7 @@ def prioritize(*, scale: str) -> dict[str, Any]:
                 "requested": ["example.com/gpu"],
                 "inputs": {"example.com/gpu": [1.0, 0.4, 0.7]},
                 "missing_score": None,
+                "pod_assumed": None,
             },
             {
                 "name": "ImageLocality",
@@ -113,6 +116,7 @@ def prioritize(*, scale: str) -> dict[str, Any]:
                 "requested": [],
                 "inputs": {},
                 "missing_score": None,
+                "pod_assumed": None,
             },
         ],
         "final": [77.7778, 13.3333, 56.6667],
@@ -120,6 +124,18 @@ def prioritize(*, scale: str) -> dict[str, Any]:
         "answer_scale": scale,
         "extender_weight": 5 if scale == "spread" else 0,
     }
+
+
+POD_ASSUMED_LEARNED: dict[str, Any] = {
+    "bytes": 6.0e8,
+    "source": "learned",
+    "workload": "deployment shop/web",
+    "pods": 12,
+    "bytes_per_second": 2.0e6,
+    "percentile": 0.9,
+    "lookback_days": 7,
+}
+"""NetworkTraffic's ``pod_assumed`` (issue 32, item 4): learned from 12 pods, 2 MB/s over a 5-minute window."""
 
 
 def prioritize_answer(extender: list[int]) -> str:
@@ -253,6 +269,7 @@ LATER: dict[str, dict[str, Any]] = {
         "requested": [],
         "inputs": {},
         "missing_score": None,
+        "pod_assumed": None,
     },
     "BindRecord": {},
     "PreemptRecord": {},
@@ -281,6 +298,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "requested": [],
         "inputs": {},
         "missing_score": None,
+        "pod_assumed": None,
     },
     "PreemptRecord": {"dropped": {}},
     "BindRecord": {"detail": "", "api_status": None, "simulated": False},

@@ -1,6 +1,7 @@
 """The writers of the spool era (``make_fixtures.py``): ``json`` (spool records, jsonb columns, an audit link),
 ``spool-file-v0`` (the spool file without ``answered``), ``binary-first`` and ``binary-last`` (``SLR\\x01``,
-``SLR\\x02``), ``bind-intents`` (a bind intent, the spool file with ``bind_intents``)."""
+``SLR\\x02``), ``bind-intents`` (a bind intent, the spool file with ``bind_intents``), ``pod-assumed`` (a
+prioritize with ``pod_assumed``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from make_fixtures_inputs import (
     BIND_ANSWER,
     FILTER,
     FILTER_ANSWER,
+    POD_ASSUMED_LEARNED,
     PREEMPT,
     PREEMPT_ANSWER,
     RECONCILED_BIND,
@@ -141,6 +143,21 @@ def write_binary_last(w: Writer) -> None:
         event("golden-bin1-preempt", "preempt", T0 + 0.03, PREEMPT_ANSWER, preempt=PREEMPT, node_mode=""),
         "SLR\\x01",
     )
+
+
+def write_pod_assumed(w: Writer) -> None:
+    """A prioritize whose NetworkTraffic says what the pod is assumed to add once bound and where that comes from
+    (``PluginScores.pod_assumed``, issue 32 item 4): learned from its workload's pods."""
+    scored = prioritize(scale="fixed")
+    scored["plugins"][0]["pod_assumed"] = dict(POD_ASSUMED_LEARNED)
+    from scheduler_core import spool_codec  # the record module no longer encodes (``Writer.spool`` is for old ones)
+
+    value = event("golden-pod-assumed", "prioritize", T0 + 0.05, prioritize_answer([8, 1, 6]), prioritize=scored)
+    value["profile_version"] = "3b9f0c1d2e4a"
+    made, expected = w.verb_event(value)
+    data = spool_codec.encode_event(made)
+    assert data.startswith(b"SLR\x03"), data[:4]
+    w.save("spool", "framed_prioritize_pod_assumed", data, {"form": "SLR\\x03", "expected": expected})
 
 
 def write_bind_intents(w: Writer) -> None:

@@ -56,8 +56,8 @@ class History:
             def for_call(self, profile: object, now: float) -> tuple[object, object]:
                 return history.store, history.binds.recent_binds(now)
 
-            def record_bind(self, *, node: str, pod: str, at: float) -> None:
-                history.binds.record_bind(node=node, pod=pod, at=at)
+            def record_bind(self, *, node: str, pod: str, at: float, bytes: float | None = None) -> None:
+                history.binds.record_bind(node=node, pod=pod, at=at, bytes=bytes)
 
         self.extender = Extender(
             load_profiles(PROFILES.read_text()),

@@ -80,3 +80,18 @@ def test_the_sorted_set_of_the_previous_version_is_still_written_for_a_rolling_u
 
     members = redis_client.zrangebyscore(Keys(redis_prefix).binds, "-inf", "+inf", withscores=True)
     assert members == [(b"node-1\x1fuid-1", NOW)]
+
+
+def test_a_binds_own_assumed_bytes_reach_the_other_replicas(redis_client, redis_prefix: str) -> None:
+    first, second = replica(redis_client, redis_prefix), replica(redis_client, redis_prefix)
+    first.record_bind(node="node-1", pod="pod-learned", at=NOW, bytes=6e8)  # its workload's learned figure
+    first.record_bind(node="node-2", pod="pod-constant", at=NOW + 0.1)
+
+    pipe = second.client.pipeline(transaction=False)
+    second.queue_read(pipe, NOW + 1.0)
+    (entries,) = pipe.execute()
+    binds = second.parse(entries, NOW + 1.0)
+    assert binds.nodes == ("node-1", "node-2")
+    assert binds.bytes is not None
+    assert binds.bytes[0] == 6e8
+    assert binds.bytes[1] != binds.bytes[1], "NaN: the scoring plugin's constant"
