@@ -29,10 +29,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 def _micros(at: datetime) -> int:
     """``at`` as whole microseconds since the epoch: exact, as the database takes it back (``tallies_upsert``)."""
-    return (at - _EPOCH) // _MICROSECOND
-
-
-_MICROSECOND = datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=UTC) - _EPOCH
+    return (at - _EPOCH) // datetime.resolution
 
 
 @dataclass(slots=True)
@@ -113,6 +110,11 @@ class BatchTallies:
             preferred=[*repeat(0, calls), *preferred.values(), *repeat(0, len(placed))],
             placements=[*repeat(0, calls + len(preferred)), *placed.values()],
             seen_micros=seen,
+            lowered={
+                name: (min(preferred.get(name, 0), 0), min(placed.get(name, 0), 0))
+                for name in {*preferred, *placed}
+                if preferred.get(name, 0) < 0 or placed.get(name, 0) < 0
+            },
         )
 
     def reason_elements(self) -> ReasonElements:

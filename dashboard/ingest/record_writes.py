@@ -213,6 +213,9 @@ class NodeElements:
     placements: list[int]
     seen_micros: list[int]
     """When the node was seen, in microseconds since the epoch; -1: not seen by this element."""
+    lowered: dict[str, tuple[int, int]]
+    """Nodes whose preferred or placement count a late call lowered, by how much (≤ 0 each): rare, and each an
+    update of its own, never below zero."""
 
 
 @dataclass(slots=True)
@@ -260,14 +263,7 @@ def tallies_upsert(nodes: NodeElements, reasons: ReasonElements, *, day: date) -
                     day,
                 ],
             )
-            # A stored cycle whose preference or placement a late call moved: never below zero (rare).
-            moved_off: dict[str, list[int]] = {}
-            for name, preferred, placed in zip(nodes.nodes, nodes.preferred, nodes.placements, strict=True):
-                if preferred < 0 or placed < 0:
-                    change = moved_off.setdefault(name, [0, 0])
-                    change[0] += min(preferred, 0)
-                    change[1] += min(placed, 0)
-            for name, (preferred, placed) in sorted(moved_off.items()):
+            for name, (preferred, placed) in sorted(nodes.lowered.items()):
                 cursor.execute(
                     f"UPDATE {tally} SET preferred = GREATEST(preferred + %s, 0), "  # noqa: S608
                     "placements = GREATEST(placements + %s, 0) WHERE node = %s",
