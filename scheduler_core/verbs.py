@@ -22,7 +22,7 @@ import msgspec
 from scheduler_core import wire
 from scheduler_core.answer import answers
 from scheduler_core.binding import Binder, PodReader
-from scheduler_core.candidates import CandidatesMemo
+from scheduler_core.candidates import CandidatesMemo, Resolved
 from scheduler_core.cluster import ClusterView, NodeInfo, PodInfo, knows_all_nodes, node_info, node_lookup, pod_info
 from scheduler_core.engine import FilterDecision, run_filter, run_prioritize
 from scheduler_core.herd import RecentBinds
@@ -217,7 +217,7 @@ class Extender:
 
     def _candidates(
         self, body: bytes, *, images: bool = True
-    ) -> tuple[wire.ExtenderArgs, NodeMode, list[NodeInfo], list[msgspec.Raw], SharedColumns]:
+    ) -> tuple[wire.ExtenderArgs, NodeMode, Resolved, list[msgspec.Raw]]:
         """The decoded body and its candidates as NodeInfo, with where to keep per-node columns of them.
 
         ``images``: some plugin of the call reads the nodes' images. Without it a full-Nodes item is decoded only
@@ -234,9 +234,9 @@ class Extender:
                 metas = [wire.decode_node_meta(raw, i).metadata for i, raw in enumerate(raws)]
                 infos = [NodeInfo(meta.name, meta.labels or {}) for meta in metas]
             wire.check_node_names(list(map(_name, infos)), wire.NODE_ITEM_NAME_PATH)
-            return args, "nodes", infos, raws, new_shared_columns()
-        nodes, shared = self._candidates_memo.candidates(raw_names, args.node_names or [], self.cluster)
-        return args, "names", nodes, [], shared
+            return args, "nodes", Resolved(infos, new_shared_columns()), raws
+        resolved = self._candidates_memo.candidates(raw_names, args.node_names or [], self.cluster)
+        return args, "names", resolved, []
 
     def _unknown(self, mode: NodeMode, nodes: Sequence[NodeInfo], shared: SharedColumns) -> set[str]:
         """NodeNames entries a node cache that knows every node does not hold (never in full-Nodes mode).
@@ -267,14 +267,17 @@ class Extender:
         if profile is None:
             return self._unknown_profile(FILTER, profile_name, started)
         try:
-            args, mode, nodes, raws, shared = self._candidates(body, images=_reads_images(profile.filters))
+            args, mode, candidates, raws = self._candidates(body, images=_reads_images(profile.filters))
         except wire.WireError as exc:
             return self._refuse(FILTER, profile_name, started, 400, exc)
+        nodes, shared = candidates.nodes, candidates.shared
         pod = pod_info(args.pod)
         decision, record = run_filter(profile, self._context(profile, pod, started.at, shared), nodes)
         unknown = self._unknown(mode, nodes, shared)
         if unknown:
             _fail_unknown(decision, record, nodes, unknown)
+        if len(decision.passed) > 1:  # kube-scheduler asks prioritize only when two or more nodes pass
+            self._candidates_memo.prime(record.passed, candidates, decision.passed)
         if mode == "nodes":
             result = _filter_result(decision, record)
             result.node_names = None
@@ -306,9 +309,10 @@ class Extender:
             return self._unknown_profile(PRIORITIZE, profile_name, started)
         try:
             scorers = (s.plugin for s in profile.scorers)
-            args, mode, nodes, _, shared = self._candidates(body, images=_reads_images(scorers))
+            args, mode, candidates, _ = self._candidates(body, images=_reads_images(scorers))
         except wire.WireError as exc:
             return self._refuse(PRIORITIZE, profile_name, started, 400, exc)
+        nodes, shared = candidates.nodes, candidates.shared
         pod = pod_info(args.pod)
         record = run_prioritize(profile, self._context(profile, pod, started.at, shared), nodes)
         own = next((p.pod_assumed for p in record.plugins if p.pod_assumed is not None), None)

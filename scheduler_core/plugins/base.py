@@ -190,6 +190,11 @@ def candidate_names(ctx: CycleContext, nodes: Sequence[NodeInfo]) -> list[str]:
     return shared_column(ctx.shared, "names", (nodes,), lambda: list(map(attrgetter("name"), nodes)))
 
 
+def seed_candidate_names(shared: SharedColumns, nodes: Sequence[NodeInfo], names: list[str]) -> None:
+    """Make ``names`` (``nodes``' names, in order, never mutated) what :func:`candidate_names` answers for ``nodes``."""
+    shared.put("names", ((nodes,), names))
+
+
 def candidate_positions(ctx: CycleContext, nodes: Sequence[NodeInfo]) -> dict[str, int]:
     """Each candidate's position by name: once per candidate list, to visit only the few nodes a map names."""
     names = candidate_names(ctx, nodes)

@@ -136,3 +136,70 @@ def test_pods_asking_for_different_resources_in_turn_reuse_each_filter_outcome(m
     assert len(worked_out) == 3, "each combination of verdicts worked out once"
     assert len(set(got)) == 3, "the three pods get three different answers"
     assert got == [answers(fresh_extender(), "filter", [kinds[i % 3]])[0][1] for i in range(30)]
+
+
+class CountingCluster(StaticCluster):
+    """A view whose nodes can be swapped for another document's, counting the candidates it is asked to look up."""
+
+    def __init__(self, document: dict) -> None:
+        self._swap(document)
+        self.looked_up = 0
+
+    def _swap(self, document: dict) -> None:
+        fresh = StaticCluster.from_document(document)
+        self.__dict__.update({k: v for k, v in fresh.__dict__.items() if k != "looked_up"})
+
+    def node_lookup(self):  # type: ignore[no-untyped-def]
+        found = super().node_lookup()
+
+        def counted(name: str):  # type: ignore[no-untyped-def]
+            self.looked_up += 1
+            return found(name)
+
+        return counted
+
+
+def kube_scheduler_cycle(extender: Extender, pod: dict, names: list[str]) -> tuple[bytes, bytes | None]:
+    """Filter, then prioritize with exactly the names filter passed, in its order, as kube-scheduler sends them."""
+    filtered = extender.filter("default", body(pod, names))
+    passed = json.loads(filtered.body)["NodeNames"] or []
+    if len(passed) < 2:
+        return filtered.body, None
+    return filtered.body, extender.prioritize("default", body(pod, passed)).body
+
+
+def test_a_prioritize_sent_what_its_filter_passed_is_not_looked_up_again_and_answers_as_a_fresh_extender() -> None:
+    rng = random.Random(11)
+    view = CountingCluster(CLUSTER.document())
+    extender = Extender(PROFILES, cluster=view, traffic=fresh_extender().traffic, binder=SimulatedBinder())
+    windows = [rng.sample(CLUSTER.node_names, 25) for _ in range(12)]  # a new list for every pod, as at 1000 nodes
+    pods = [make_pod(rng) for _ in windows]
+
+    got = [kube_scheduler_cycle(extender, pod, names) for pod, names in zip(pods, windows, strict=True)]
+
+    assert view.looked_up == 25 * len(windows), "each filter's names looked up once, each prioritize's not again"
+    assert sum(scored is not None for _, scored in got) >= 10
+    assert got == [kube_scheduler_cycle(fresh_extender(), p, n) for p, n in zip(pods, windows, strict=True)]
+
+
+def test_nodes_that_change_between_a_filter_and_its_prioritize_are_looked_up_again() -> None:
+    view = CountingCluster(CLUSTER.document())
+    extender = Extender(PROFILES, cluster=view, traffic=fresh_extender().traffic, binder=SimulatedBinder())
+    pod = make_pod(random.Random(12))
+    names = CLUSTER.node_names[:20]
+    passed = json.loads(extender.filter("default", body(pod, names)).body)["NodeNames"]
+    relabelled = CLUSTER.document()
+    for node in relabelled["nodes"]:
+        node["status"]["images"] = []  # the node cache saw every node lose its images (ImageLocality scores them 0)
+    view._swap(relabelled)
+
+    scored = json.loads(extender.prioritize("default", body(pod, passed)).body)
+
+    fresh = Extender(
+        PROFILES,
+        cluster=StaticCluster.from_document(relabelled),
+        traffic=fresh_extender().traffic,
+        binder=SimulatedBinder(),
+    )
+    assert scored == json.loads(fresh.prioritize("default", body(pod, passed)).body)
+    assert view.looked_up == len(names) + len(passed)
