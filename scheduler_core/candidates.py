@@ -45,6 +45,33 @@ class Resolved:
 
 
 @dataclass(eq=False)
+class ClusterNodes:
+    """Every node of the node view in one of its states, for filters that judge each node alone: judged once, then
+    each window of them takes its share (:func:`scheduler_core.engine.run_filter_window`)."""
+
+    state: object
+    nodes: list[NodeInfo]
+    positions: dict[str, int]
+    """Each node's position in ``nodes``, by name."""
+    shared: SharedColumns = field(default_factory=new_shared_columns)
+    """Columns of ``nodes``: the plugins' verdicts and their outcome, until an input changes."""
+
+    def at(self, names: Sequence[str]) -> list[int] | None:
+        """Each name's position in ``nodes``; None when one is not there (judged as the plain path judges it)."""
+        found = list(map(self.positions.get, names))
+        return None if None in found else found  # type: ignore[return-value]  # no None left
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A call's candidates as positions among every node of the view (:class:`ClusterNodes`)."""
+
+    cluster: ClusterNodes
+    names: list[str]
+    at: list[int]
+
+
+@dataclass(eq=False)
 class Candidates:
     names: list[str]
     """Decoded and checked (no empty or repeated name). Read-only."""
@@ -57,6 +84,22 @@ class Candidates:
 class CandidatesMemo:
     def __init__(self) -> None:
         self._lists: LRU[bytes, Candidates] = LRU(MAX_LISTS)
+        self._cluster: ClusterNodes | None = None
+
+    def cluster(self, view: ClusterView) -> ClusterNodes | None:
+        """Every node ``view`` holds, in its current state; None when the view cannot list them or tell its state."""
+        state = nodes_state(view)
+        listed = getattr(view, "node_names", None)
+        if state is None or not callable(listed):
+            return None
+        kept = self._cluster
+        if kept is not None and kept.state is state:
+            return kept
+        # The state is read before the listing: a change in between is seen by the next call (state differs).
+        names: list[str] = listed()
+        kept = ClusterNodes(state, _lookup(names, view), dict(zip(names, range(len(names)), strict=True)))
+        self._cluster = kept
+        return kept
 
     def known(self, raw: bytes) -> list[str] | None:
         """The names of a list seen before with exactly these JSON bytes, else None."""
@@ -77,14 +120,20 @@ class CandidatesMemo:
         entry.resolved = (state, nodes)
         return Resolved(nodes, entry.shared, state)
 
-    def prime(self, names: list[str], among: Resolved, positions: Sequence[int]) -> None:
-        """Remember ``names``, the nodes at ``positions`` of ``among`` (a filter's passing nodes), as a list that
-        comes next (the pod's prioritize): already looked up in the same state, and with ``names`` itself as its
-        names column, so the prioritize's record shares the filter's list (and the spool its compressed frame)."""
-        if among.state is None or not positions:
+    def window(self, names: list[str], view: ClusterView) -> Window | None:
+        """``names`` as a window of every node ``view`` holds; None when the view cannot list its nodes or one of
+        ``names`` is not among them."""
+        cluster = self.cluster(view)
+        at = None if cluster is None else cluster.at(names)
+        return None if cluster is None or at is None else Window(cluster, names, at)
+
+    def prime(self, names: list[str], nodes: list[NodeInfo], state: object | None) -> None:
+        """Remember ``names`` (``nodes``, looked up in ``state``: a filter's passing nodes) as a list that comes next
+        (the pod's prioritize): already looked up, and with ``names`` itself as its names column, so the prioritize's
+        record shares the filter's list (and the spool its compressed frame)."""
+        if state is None or not nodes:
             return
-        nodes = list(map(among.nodes.__getitem__, positions))
-        entry = Candidates(names, (among.state, nodes))
+        entry = Candidates(names, (state, nodes))
         seed_candidate_names(entry.shared, nodes, names)
         raw = encode(names)
         if len(raw) <= MAX_NAMES_BYTES:

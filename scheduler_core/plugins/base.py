@@ -202,6 +202,10 @@ def candidate_positions(ctx: CycleContext, nodes: Sequence[NodeInfo]) -> dict[st
 
 
 class FilterPlugin(Protocol):
+    """Judges each candidate; a plugin whose verdict on a node never depends on the other candidates says so with
+    ``judges_nodes_alone = True``, and is then asked once about every node of the cluster and its verdicts reused
+    for each window of it (:func:`scheduler_core.engine.run_filter_window`)."""
+
     name: ClassVar[str]
 
     def filter(self, ctx: CycleContext, nodes: Sequence[NodeInfo]) -> Sequence[Verdict]: ...
