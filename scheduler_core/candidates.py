@@ -1,15 +1,17 @@
-"""NodeNames lists seen lately, remembered by their exact JSON bytes: decoded, checked and looked up once.
+"""The candidates of a call, as kube-scheduler sends them: decoded, checked and looked up as seldom as possible.
 
-kube-scheduler sends the same NodeNames list (every node its own filters passed, in its cache's order) for most
-pods of a steady cluster, and prioritize's list is one of a few filter outcomes. Decoding 5000 names, checking
-them for empties and repeats, and looking each one up in the node cache cost about a fifth of a 5000-node call;
-an identical list (same bytes) skips all three. Columns derived from the list (each node's traffic in a snapshot,
-plugin verdicts, the filter's outcome and answer) are kept with it too (:attr:`Candidates.shared`,
-:func:`scheduler_core.plugins.base.shared_column`).
+kube-scheduler sends each pod's filter the nodes its own filters passed, from a start that rotates from pod to pod
+and in the order its parallel checks found them; above 100 nodes only a share of them (420 of 1000). No two pods
+send the same list, so what is kept per list is not met again. Three things are kept instead:
 
-kube-scheduler never sends two filters the same list at 1000 nodes (a new window of its node list for every pod),
-but it sends prioritize exactly the names filter passed, in filter's order: a filter therefore leaves its answer's
-list here already looked up (:meth:`CandidatesMemo.prime`), so the pod's prioritize finds it.
+- every node of the node view, per state of the view (:class:`ClusterNodes`): a filter whose plugins judge each node
+  alone judges them all once, with its columns kept there, and each window of them takes its share
+  (:func:`scheduler_core.engine.run_filter_window`);
+- the names a filter passed, already looked up (:meth:`CandidatesMemo.prime`): kube-scheduler sends the pod's
+  prioritize exactly those names, in filter's order;
+- any other list by its exact JSON bytes, decoded, checked and looked up once per state of the view, with the
+  columns derived from it (each node's traffic in a snapshot, plugin scores: :attr:`Candidates.shared`,
+  :func:`scheduler_core.plugins.base.shared_column`).
 
 The lists handed out are shared between calls and threads: nothing may change them.
 """
