@@ -1,0 +1,194 @@
+"""The history replay compares traffic learned per workload with the constant on recorded history (issue 32, item 3):
+cycles recorded from the verbs, their outcomes read from a real Prometheus by the outcome job, the replay run by its
+command.
+
+Prometheus holds seven pods of the Deployment ``shop/api``, each receiving 4 kB/s and sending 2 kB/s: 6 kB/s, 1.8 MB
+over the 5-minute query window, where the constant ``assumedBytesPerPod`` is 300 MB. Five of them bind 19 to 17
+minutes before the anchor (their 5-minute outcome windows end 14 to 12 minutes before it), one 16 minutes before (no
+outcome had ended yet: nothing learned), one 10 minutes before (six outcomes had ended: learned).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+from django.core.management import call_command
+
+from dashboard.outcomes.services import outcomes_refresh
+from scheduler_core.workload_traffic import MIN_SAMPLES
+from tests.support.kube_scheduler import KubeScheduler
+from tests.support.outcome_data import NODE_RATES, _gauge
+from tests.support.prometheus_data import counter_samples
+from tests.support.prometheus_server import PrometheusServer, Series, start_prometheus
+
+pytestmark = [pytest.mark.prometheus]
+
+LEARNERS = [f"api-6b5c9-{i}" for i in range(MIN_SAMPLES)]
+EARLY = "api-6b5c9-early"
+LATE = "api-6b5c9-late"
+RECEIVE, TRANSMIT = 4_000.0, 2_000.0
+CONSTANT = 300e6
+LEARNED = (RECEIVE + TRANSMIT) * 300
+
+
+def api_pod_series(anchor: int) -> tuple[Series, ...]:
+    found: list[Series] = [
+        Series(
+            "node_network_receive_bytes_total",
+            {"device": "eth0", "instance": f"10.2.0.{i}:9100", "kubernetes_node": node},
+            counter_samples(anchor, rate),
+        )
+        for i, (node, rate) in enumerate(NODE_RATES.items(), start=1)
+    ]
+    for name in [*LEARNERS, EARLY, LATE]:
+        labels = {"namespace": "shop", "pod": name, "interface": "eth0"}
+        found += [
+            Series(
+                "container_network_receive_bytes_total",
+                {**labels, "container": "POD"},
+                counter_samples(anchor, RECEIVE),
+            ),
+            Series(
+                "container_network_transmit_bytes_total", {**labels, "container": ""}, counter_samples(anchor, TRANSMIT)
+            ),
+            _gauge(
+                anchor,
+                "kube_pod_owner",
+                {"namespace": "shop", "pod": name, "owner_kind": "ReplicaSet", "owner_name": "api-6b5c9"},
+            ),
+            _gauge(anchor, "kube_pod_info", {"namespace": "shop", "pod": name, "host_network": "false"}),
+        ]
+    found.append(
+        _gauge(
+            anchor,
+            "kube_replicaset_owner",
+            {"namespace": "shop", "replicaset": "api-6b5c9", "owner_kind": "Deployment", "owner_name": "api"},
+        )
+    )
+    return tuple(found)
+
+
+@pytest.fixture(scope="module")
+def anchor() -> int:
+    return int(datetime.now(UTC).timestamp())
+
+
+@pytest.fixture(scope="module")
+def api_pods_prometheus(anchor: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+    server = start_prometheus(api_pod_series(anchor), tmp_path_factory.mktemp("learning-comparison"))
+    yield server
+    server.stop()
+
+
+def at(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+@pytest.fixture
+def measured(db, settings, api_settings, api_pods_prometheus, kube_scheduler: KubeScheduler, anchor) -> dict[str, int]:
+    """The seven pods bound and their outcomes measured; cycle id by pod."""
+    settings.PROMETHEUS_URL = api_pods_prometheus.url
+    settings.SCHEDLENS_OUTCOME_WINDOWS_MINUTES = [1, 5]
+    settings.SCHEDLENS_OUTCOME_GRACE_SECONDS = 30.0
+    settings.SCHEDLENS_PROMETHEUS_RETRIES = 0
+    cycles: dict[str, int] = {}
+    for i, name in enumerate(LEARNERS):
+        cycles[name] = kube_scheduler.schedule(at=at(anchor - 19 * 60 + 30 * i), name=name).id
+    cycles[EARLY] = kube_scheduler.schedule(at=at(anchor - 16 * 60), name=EARLY).id
+    cycles[LATE] = kube_scheduler.schedule(at=at(anchor - 10 * 60), name=LATE).id
+    assert outcomes_refresh(now=anchor).updated == len(cycles)
+    return cycles
+
+
+def compare(mode: str, anchor: int) -> dict:
+    out = io.StringIO()
+    call_command(
+        "replay_history",
+        "--profile",
+        "default",
+        "--since",
+        at(anchor - 30 * 60).isoformat(),
+        "--compare-learning",
+        mode,
+        "-o",
+        "json",
+        "--no-progress",
+        stdout=out,
+    )
+    learning = json.loads(out.getvalue())["report"]["learning"]
+    assert learning is not None
+    return learning
+
+
+def by_cycle(learning: dict) -> dict[int, dict]:
+    return {c["cycle_id"]: c for c in learning["cycles"]}
+
+
+def test_a_workload_far_from_the_constant_is_estimated_closer_once_learned(measured, anchor):
+    learning = compare("on", anchor)
+
+    assert (learning["before"], learning["after"]) == ("constant", "learned")
+    assert learning["cycles_compared"] == len(measured)
+    late = by_cycle(learning)[measured[LATE]]
+    assert late["workload"] == "deployment shop/api"
+    assert late["before_assumed"] == {"bytes": CONSTANT, "workload": "deployment shop/api"}  # the constant
+    assert late["after_assumed"]["source"] == "learned"
+    assert late["after_assumed"]["bytes"] == pytest.approx(LEARNED)
+    assert late["after_assumed"]["pods"] == MIN_SAMPLES + 1  # the five and the early pod: their windows had ended
+    assert late["measured_pod_bytes"] == pytest.approx(LEARNED)  # 6 kB/s over its 5-minute window
+    assert late["before_error"] == pytest.approx((LEARNED - CONSTANT) / CONSTANT)
+    assert late["after_error"] == pytest.approx(0.0, abs=1e-6)
+    # Only the late pod is assumed learned traffic: the others bound before five outcomes had ended.
+    assert learning["before_side"]["sources"] == {"constant": len(measured)}
+    assert learning["after_side"]["sources"] == {"constant": len(measured) - 1, "learned": 1}
+    before, after = learning["before_side"]["error"], learning["after_side"]["error"]
+    assert before["pods"] == after["pods"] == len(measured)
+    assert after["mean_abs"] < before["mean_abs"]
+    assert before["mean_abs"] - after["mean_abs"] == pytest.approx(abs(late["before_error"]) / len(measured))
+    assert set(learning["figures"]) == {"assumed", "herd", "changed", "error", "quietest"}
+
+
+def test_no_outcome_counts_before_its_window_ended(measured, anchor):
+    """The early pod's cycle comes after the five learners' binds but before their windows ended: nothing is learned
+    for it, though their outcomes are in the database when the replay runs."""
+    learning = compare("on", anchor)
+
+    early = by_cycle(learning)[measured[EARLY]]
+    assert early["after_assumed"] == {"bytes": CONSTANT, "workload": "deployment shop/api"}  # source: the constant
+    assert early["after_error"] == early["before_error"]
+
+
+def test_the_reverse_compares_learned_traffic_back_to_the_constant_and_prints_every_figure(measured, anchor):
+    learning = compare("off", anchor)
+    assert (learning["before"], learning["after"]) == ("learned", "constant")
+    late = by_cycle(learning)[measured[LATE]]
+    assert late["before_assumed"]["source"] == "learned"
+    assert late["after_assumed"] == {"bytes": CONSTANT, "workload": "deployment shop/api"}
+
+    out = io.StringIO()
+    call_command(
+        "replay_history",
+        "--profile",
+        "default",
+        "--since",
+        at(anchor - 30 * 60).isoformat(),
+        "--compare-learning",
+        "off",
+        "--no-progress",
+        stdout=out,
+    )
+    text = out.getvalue()
+    assert "Learned traffic against the constant (learned → constant)" in text
+    assert "learned from 6 pods of deployment shop/api, p90 over the last 7 days" in text
+    assert "fallback: the constant assumedBytesPerPod" in text
+
+
+def test_an_unknown_comparison_is_refused_naming_the_flag(db):
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="--compare-learning"):
+        call_command("replay_history", "--profile", "default", "--compare-learning", "maybe", "--no-progress")
