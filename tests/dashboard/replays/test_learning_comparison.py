@@ -17,8 +17,11 @@ from datetime import UTC, datetime
 
 import pytest
 from django.core.management import call_command
+from django.urls import reverse
 
 from dashboard.outcomes.services import outcomes_refresh
+from dashboard.replays.models import HistoryReplay
+from dashboard.replays.services import history_replay_run
 from scheduler_core.workload_traffic import MIN_SAMPLES
 from tests.support.kube_scheduler import KubeScheduler
 from tests.support.outcome_data import NODE_RATES, _gauge
@@ -192,3 +195,41 @@ def test_an_unknown_comparison_is_refused_naming_the_flag(db):
 
     with pytest.raises(CommandError, match="--compare-learning"):
         call_command("replay_history", "--profile", "default", "--compare-learning", "maybe", "--no-progress")
+
+
+def test_the_replay_page_starts_the_comparison_and_shows_each_pods_assumed_bytes_and_error(
+    measured, anchor, client, django_user_model
+):
+    client.force_login(django_user_model.objects.create_user("olga-operator"))
+    form = {
+        "candidate_source": "profile",
+        "candidate_profile": "default",
+        "since": at(anchor - 30 * 60).strftime("%Y-%m-%dT%H:%M:%S"),
+        "compare_learning": "on",
+    }
+    started = client.post(reverse("ui:replays"), form)
+    assert started.status_code == 303
+    replay = HistoryReplay.objects.get()
+    assert replay.compare_learning == "on"
+    history_replay_run(replay.pk)
+
+    page = client.get(reverse("ui:replay", args=[replay.pk])).content.decode()
+
+    section = page[page.index('id="replay-learning"') :]
+    assert "Learned traffic against the constant: constant → learned" in section
+    late = section[section.index(f'data-cycle="{measured[LATE]}"') :]
+    late = late[: late.index("</tr>")]
+    assert "learned from 6 pods of deployment shop/api, p90 over the last 7 days" in late
+    assert "fallback: the constant assumedBytesPerPod" in late
+    assert "−99.4 %" in late or "-99.4 %" in late  # (1.8 MB − 300 MB) / 300 MB
+    assert "+0.0 %" in late
+
+
+def test_the_replay_page_refuses_an_unknown_comparison_beside_its_field(db, client, django_user_model):
+    client.force_login(django_user_model.objects.create_user("olga-operator"))
+    form = {"candidate_source": "profile", "candidate_profile": "default", "compare_learning": "maybe"}
+
+    page = client.post(reverse("ui:replays"), form)
+
+    assert page.status_code == 200
+    assert "is not one of: on, off" in page.content.decode().split('id="error-compare_learning"')[1][:200]
