@@ -5,25 +5,31 @@ does the rest, without the database)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 from django.conf import settings
 
 from dashboard.models import Outcome, SchedulingCycle
 from dashboard.outcomes.codec import windows_decode
 from dashboard.outcomes.models import OutcomeStatus, PlacementOutcome
 from scheduler_core.history_replay.learning import (
+    LEARNING_FIGURES,
     Assumptions,
     Bind,
     LearnedHistory,
     LearningComparer,
     MeasuredPod,
     RecordedBinds,
+    with_herd,
 )
+from scheduler_core.history_replay.report import CONSTANT, LEARNED
 from scheduler_core.plugins.traffic import NetworkTraffic, NetworkTrafficArgs
+from scheduler_core.replay import RecordedInputs
 from scheduler_core.traffic_terms import window_seconds
-from scheduler_core.workload_traffic import LOOKBACK_DAYS, PodSample, rate_after_warmup, workload_of
+from scheduler_core.workload_traffic import LOOKBACK_DAYS, AssumedBytes, PodSample, rate_after_warmup, workload_of
 
 OWN_BIND_WITHIN = timedelta(minutes=10)
 """How long after its cycle started a pod's bind is looked for."""
@@ -91,4 +97,84 @@ def learning_comparer(
         pods=pods,
         decay_seconds=decay,
         cycles_limit=cycles_limit,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class NodeHerdRow:
+    node: str
+    measured_bytes: float | None
+    recorded_herd: float | None
+    """As recorded (None: the record kept no herd bytes for it)."""
+    constant_herd: float
+    learned_herd: float
+    binds: int
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIfLearning:
+    """One decision's herd estimate rebuilt with traffic learned per workload and with the constant (the what-if's
+    learning toggle): the inputs to replay under ``mode``, and the figures they follow from."""
+
+    mode: str
+    """``learned`` or ``constant``: the herd bytes of :attr:`inputs`."""
+    inputs: RecordedInputs
+    pod_assumed: dict[str, AssumedBytes]
+    """Per mode, what the pod is assumed to add once bound."""
+    recorded_pod_assumed: AssumedBytes | None
+    nodes: list[NodeHerdRow]
+    constant_bytes: float
+    decay_seconds: float
+    window_seconds: int
+    figures: dict[str, str]
+
+
+def learning_what_if(
+    *, cycle_id: int, inputs: RecordedInputs, description: Mapping[str, Any], mode: str
+) -> WhatIfLearning | None:
+    """The decision ``cycle_id``'s inputs with its herd bytes rebuilt under ``mode`` (``learned`` or ``constant``),
+    from the binds and outcomes recorded before it, under its profile ``description``; None when it has no
+    ``NetworkTraffic`` prioritize record with traffic figures."""
+    prioritize = inputs.prioritize
+    plugin = next((p for p in prioritize.plugins if p.name == NetworkTraffic.name), None) if prioritize else None
+    if prioritize is None or plugin is None:
+        return None
+    by_node: dict[str, float | None] = {}
+    if inputs.filter is not None and inputs.filter.traffic_bytes:
+        by_node.update(zip(inputs.filter.nodes, inputs.filter.traffic_bytes, strict=False))
+    if plugin.raw:
+        by_node.update(zip(prioritize.nodes, plugin.raw, strict=False))
+    raw_list = [by_node.get(n) for n in prioritize.nodes]
+    if all(r is None for r in raw_list):
+        return None
+    comparer = learning_comparer(ids=[cycle_id], before=CONSTANT, candidate=description)
+    started = SchedulingCycle.objects.filter(pk=cycle_id).values_list("started_at", flat=True).first()
+    if comparer is None or started is None:
+        return None
+    at = started.timestamp()
+    raws = np.array([np.nan if r is None else r for r in raw_list], dtype=np.float64)
+    herds = comparer.cycle_herds(cycle_id=cycle_id, at=at, nodes=prioritize.nodes, raws=raws)
+    herd, binds = herds[mode]
+    recorded = plugin.herd_bytes or []
+    rows = [
+        NodeHerdRow(
+            node=node,
+            measured_bytes=raw_list[i],
+            recorded_herd=recorded[i] if i < len(recorded) else None,
+            constant_herd=float(herds[CONSTANT][0][i]),
+            learned_herd=float(herds[LEARNED][0][i]),
+            binds=binds[i],
+        )
+        for i, node in enumerate(prioritize.nodes)
+    ]
+    return WhatIfLearning(
+        mode=mode,
+        inputs=with_herd(inputs, herd.tolist(), binds),
+        pod_assumed=comparer.pod_assumed(cycle_id=cycle_id, at=at),
+        recorded_pod_assumed=plugin.pod_assumed,
+        nodes=rows,
+        constant_bytes=comparer.assumptions.constant,
+        decay_seconds=comparer.decay_seconds,
+        window_seconds=comparer.assumptions.window_seconds,
+        figures={k: LEARNING_FIGURES[k] for k in ("assumed", "herd")},
     )

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+import msgspec
 import numpy as np
 
 from scheduler_core.history_replay.fast_replay import replay_batch
@@ -32,7 +33,8 @@ from scheduler_core.history_replay.report import (
     NodeHerd,
 )
 from scheduler_core.outcomes.arithmetic import RELATIVE_ERROR_BUCKETS, pod_estimate_over, relative_error
-from scheduler_core.replay import Scenario
+from scheduler_core.plugins.traffic import NetworkTraffic
+from scheduler_core.replay import RecordedInputs, Scenario
 from scheduler_core.workload_traffic import (
     HALF_LIFE_DAYS,
     LOOKBACK_DAYS,
@@ -291,6 +293,32 @@ class LearningComparer:
             found[bind.cycle_id] = self._assumed[key]
         return found
 
+    def cycle_herds(
+        self, *, cycle_id: int, at: float, nodes: Sequence[str], raws: Floats
+    ) -> dict[str, tuple[Floats, list[int]]]:
+        """Per mode, the herd bytes of ``nodes`` (a cycle's, started at ``at``) and how many binds weigh on each;
+        none on a node without a measurement (``raws`` NaN), as the engine adds none there."""
+        recent = self.binds.before(at, self.decay_seconds)
+        found: dict[str, tuple[Floats, list[int]]] = {}
+        for mode in self.modes:
+            herd, counts = herd_bytes(
+                recent,
+                nodes,
+                at=at,
+                decay_seconds=self.decay_seconds,
+                assumed=self._bind_assumed(mode, recent),
+                own_cycle=cycle_id,
+            )
+            herd[np.isnan(raws)] = 0.0
+            found[mode] = (herd, [0 if math.isnan(r) else c for r, c in zip(raws.tolist(), counts, strict=True)])
+        return found
+
+    def pod_assumed(self, *, cycle_id: int, at: float) -> dict[str, AssumedBytes]:
+        """Per mode, what the herd estimate assumes the cycle's pod adds (its workload: its outcome's)."""
+        pod = self.pods.get(cycle_id)
+        workload = pod.workload if pod is not None else None
+        return {mode: self.assumptions.of(mode, workload, at) for mode in self.modes}
+
     def add(self, cycle: RecordedCycle, scenario: Scenario) -> None:
         columns = cycle.columns
         if columns is None:
@@ -314,28 +342,17 @@ class LearningComparer:
         else:
             self._skip("no traffic figures recorded (NetworkTraffic scored every node neutral)")
             return
-        recent = self.binds.before(at, self.decay_seconds)
+        herds = self.cycle_herds(cycle_id=cycle.cycle_id, at=at, nodes=sent, raws=raws)
         pod = self.pods.get(cycle.cycle_id)
         workload = pod.workload if pod is not None else None
         preferred: list[str] = []
-        herds: list[Floats] = []
-        counts: list[int] = []
         assumed: list[AssumedBytes] = []
         for mode in self.modes:
-            herd, counts = herd_bytes(
-                recent,
-                sent,
-                at=at,
-                decay_seconds=self.decay_seconds,
-                assumed=self._bind_assumed(mode, recent),
-                own_cycle=cycle.cycle_id,
-            )
-            herd[np.isnan(raws)] = 0.0  # the engine adds none to a node without a series
-            outcome = replay_batch([replace(columns, herd=herd)], scenario)
+            outcome = replay_batch([replace(columns, herd=herds[mode][0])], scenario)
             best = int(outcome.preferred[0])
             preferred.append(names[best] if best >= 0 else "")
-            herds.append(herd)
             assumed.append(self.assumptions.of(mode, workload, at))
+        counts = herds[self.modes[0]][1]
         changed = preferred[0] != preferred[1]
         self.changed.n += 1
         self.changed.k += changed
@@ -362,8 +379,8 @@ class LearningComparer:
             NodeHerd(
                 node=n,
                 measured_bytes=None if math.isnan(raws[index[n]]) else float(raws[index[n]]),
-                herd_before=float(herds[0][index[n]]),
-                herd_after=float(herds[1][index[n]]),
+                herd_before=float(herds[self.modes[0]][0][index[n]]),
+                herd_after=float(herds[self.modes[1]][0][index[n]]),
                 binds=counts[index[n]],
             )
             for n in shown
@@ -411,3 +428,18 @@ class LearningComparer:
             figures=dict(LEARNING_FIGURES),
             caveats=list(LEARNING_CAVEATS),
         )
+
+
+def with_herd(inputs: RecordedInputs, herd: Sequence[float], binds: Sequence[int]) -> RecordedInputs:
+    """``inputs`` with ``NetworkTraffic``'s herd bytes (and their bind counts) replaced, aligned with its prioritize
+    nodes: the what-if's replay of one decision under another mode (:func:`scheduler_core.replay.replay`)."""
+    prioritize = inputs.prioritize
+    if prioritize is None:
+        return inputs
+    plugins = [
+        msgspec.structs.replace(p, herd_bytes=list(herd), herd_binds=list(binds))
+        if p.name == NetworkTraffic.name
+        else p
+        for p in prioritize.plugins
+    ]
+    return replace(inputs, prioritize=msgspec.structs.replace(prioritize, plugins=plugins))

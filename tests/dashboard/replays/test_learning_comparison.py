@@ -233,3 +233,50 @@ def test_the_replay_page_refuses_an_unknown_comparison_beside_its_field(db, clie
 
     assert page.status_code == 200
     assert "is not one of: on, off" in page.content.decode().split('id="error-compare_learning"')[1][:200]
+
+
+def signed_in(client, django_user_model):  # type: ignore[no-untyped-def]
+    client.force_login(django_user_model.objects.create_user("olga-operator"))
+    return client
+
+
+def what_if(client, cycle_id: int, learning: str) -> str:  # type: ignore[no-untyped-def]
+    page = client.get(reverse("ui:what-if", args=[cycle_id]), {"learning": learning})
+    assert page.status_code == 200
+    return page.content.decode()
+
+
+def test_the_what_if_toggles_learning_for_one_decision_and_shows_where_the_assumed_bytes_come_from(
+    measured, anchor, client, django_user_model
+):
+    client = signed_in(client, django_user_model)
+
+    page = what_if(client, measured[LATE], "on")
+
+    figures = page[page.index('id="whatif-learning-figures"') :]
+    learned = figures[figures.index('data-assumed="learned"') :]
+    assert "learned from 6 pods of deployment shop/api, p90 over the last 7 days" in learned[: learned.index("</div>")]
+    constant = figures[figures.index('data-assumed="constant"') :]
+    assert "fallback: the constant assumedBytesPerPod" in constant[: constant.index("</div>")]
+
+
+def test_learning_moves_a_decision_the_constants_herd_bytes_pushed_off_the_quietest_node(
+    measured, anchor, client, django_user_model, kube_scheduler, settings
+):
+    """Binds weigh for 120 s. A pod decided 110 s after the late pod's bind to node-2 sees that bind at 1/12 of its
+    assumed bytes: 300 MB / 12 ≈ 25 MB on node-2 under the constant (node-3, 1.2 MB measured, is then the quietest),
+    1.8 MB / 12 = 150 kB learned (node-2, 1.0 MB measured, stays the quietest)."""
+    settings.SCHEDLENS_TRAFFIC_REFRESH_SECONDS = 120.0
+    probe = kube_scheduler.schedule(at=at(anchor - 10 * 60 + 110), name="probe-1", bind=False)
+    assert probe.preferred_node == "node-2"  # recorded without any herd (a fresh extender per cycle)
+    client = signed_in(client, django_user_model)
+
+    constant = what_if(client, probe.id, "off")
+    assert "Our highest score would move from <strong>node-2</strong> to <strong>node-3</strong>" in constant
+    learned = what_if(client, probe.id, "on")
+    assert "Our highest score would stay on <strong>node-2</strong>" in learned
+
+    row = learned[learned.index('<tr data-node="node-2">') :]
+    row = row[: row.index("</tr>")]
+    assert "25.0 MB" in row  # the constant's herd bytes
+    assert "150.2 kB" in row  # learned: 1.8 MB × (1 − 109.99 s / 120 s), the bind 10 ms after its cycle
