@@ -280,3 +280,33 @@ def test_learning_moves_a_decision_the_constants_herd_bytes_pushed_off_the_quiet
     row = row[: row.index("</tr>")]
     assert "25.0 MB" in row  # the constant's herd bytes
     assert "150.2 kB" in row  # learned: 1.8 MB × (1 − 109.99 s / 120 s), the bind 10 ms after its cycle
+
+
+def test_the_comparison_counts_the_decision_learning_moves_back_to_the_quietest_node(
+    measured, anchor, kube_scheduler, settings
+):
+    settings.SCHEDLENS_TRAFFIC_REFRESH_SECONDS = 120.0  # as above: binds weigh for 120 s
+    probe = kube_scheduler.schedule(at=at(anchor - 10 * 60 + 110), name="probe-1", bind=False)
+
+    learning = compare("on", anchor)
+
+    assert learning["changed"]["k"] == 1
+    assert learning["changed"]["n"] == len(measured) + 1
+    moved = learning["cycles"][0]  # changed cycles are listed first
+    assert (moved["cycle_id"], moved["before_node"], moved["after_node"]) == (probe.id, "node-3", "node-2")
+    node_2 = next(n for n in moved["nodes"] if n["node"] == "node-2")
+    assert node_2["binds"] == 1
+    # The bind ends its cycle about 10 ms after it started: 110 s less that, of 120.
+    assert node_2["herd_before"] == pytest.approx(300e6 * (1 - 109.99 / 120), rel=1e-4)
+    assert node_2["herd_after"] == pytest.approx(LEARNED * (1 - 109.99 / 120), rel=1e-4)
+    assert moved["measured_pod_bytes"] is None  # not bound: no outcome, no error
+    assert moved["before_error"] is moved["after_error"] is None
+
+
+def test_the_what_if_refuses_an_unknown_learning_choice_naming_it(measured, client, django_user_model):
+    client = signed_in(client, django_user_model)
+
+    page = what_if(client, measured[LATE], "maybe")
+
+    assert "learning: must be on (learned traffic) or off (the constant), got &#x27;maybe&#x27;" in page
+    assert 'id="whatif-learning-figures"' not in page
