@@ -310,3 +310,35 @@ def test_the_what_if_refuses_an_unknown_learning_choice_naming_it(measured, clie
 
     assert "learning: must be on (learned traffic) or off (the constant), got &#x27;maybe&#x27;" in page
     assert 'id="whatif-learning-figures"' not in page
+
+
+def test_the_api_starts_the_comparison_and_serves_it_with_the_source_of_each_assumed_figure(measured, anchor, api):
+    started = api.post(
+        reverse("api:replay-list"),
+        {
+            "selection": {"since": at(anchor - 30 * 60).isoformat()},
+            "candidate_profile": "default",
+            "compare_learning": "on",
+        },
+        format="json",
+    )
+    assert started.status_code == 202, started.content
+    assert started.json()["compare_learning"] == "on"
+    history_replay_run(started.json()["id"])
+
+    learning = api.get(started.json()["url"]).json()["report"]["learning"]
+
+    late = next(c for c in learning["cycles"] if c["cycle_id"] == measured[LATE])
+    assert late["after_assumed"]["text"] == "learned from 6 pods of deployment shop/api, p90 over the last 7 days"
+    assert late["after_assumed"]["bytes_per_second"] == pytest.approx(RECEIVE + TRANSMIT)
+    assert late["before_assumed"]["source"] == "constant"
+    assert late["before_assumed"]["text"] == "fallback: the constant assumedBytesPerPod"
+    assert learning["after_side"]["error"]["pods"] == len(measured)
+
+
+def test_the_api_refuses_an_unknown_comparison_naming_the_field(db, api):
+    refused = api.post(
+        reverse("api:replay-list"), {"candidate_profile": "default", "compare_learning": "maybe"}, format="json"
+    )
+    assert refused.status_code == 400
+    assert refused.json()["field"] == "compare_learning"
