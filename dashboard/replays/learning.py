@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
+from django.db.models import Q
 
 from dashboard.models import Outcome, SchedulingCycle
 from dashboard.outcomes.codec import windows_decode
@@ -29,7 +30,14 @@ from scheduler_core.history_replay.report import CONSTANT, LEARNED
 from scheduler_core.plugins.traffic import NetworkTraffic, NetworkTrafficArgs
 from scheduler_core.replay import RecordedInputs
 from scheduler_core.traffic_terms import window_seconds
-from scheduler_core.workload_traffic import LOOKBACK_DAYS, AssumedBytes, PodSample, rate_after_warmup, workload_of
+from scheduler_core.workload_traffic import (
+    LOOKBACK_DAYS,
+    AssumedBytes,
+    PodSample,
+    WorkloadKey,
+    rate_after_warmup,
+    workload_of,
+)
 
 OWN_BIND_WITHIN = timedelta(minutes=10)
 """How long after its cycle started a pod's bind is looked for."""
@@ -63,11 +71,44 @@ def _measured(row: tuple[Any, ...]) -> MeasuredPod:
     )
 
 
+_OUTCOME_FIELDS = (
+    "cycle_id",
+    "bound_at",
+    "node",
+    "pod_namespace",
+    "workload_kind",
+    "workload_name",
+    "status",
+    "windows",
+)
+_OWNED_BY_NAME = ("ReplicaSet", "Job")
+"""Owners whose name is their workload's and a suffix (``scheduler_core.workload_traffic.workload_of``)."""
+
+
+def _of_workloads(keys: set[WorkloadKey]) -> Q:
+    """Outcome rows whose owner may stand for one of ``keys`` (a Deployment's pods are owned by its ReplicaSets)."""
+    found = Q(pk__in=[])
+    for key in keys:
+        found |= Q(pod_namespace=key.namespace) & (
+            Q(workload_kind=key.kind, workload_name=key.name)
+            | Q(workload_kind__in=_OWNED_BY_NAME, workload_name__startswith=f"{key.name}-")
+        )
+    return found
+
+
 def learning_comparer(
-    *, ids: Sequence[int], before: str, candidate: Mapping[str, Any], cycles_limit: int = 200
+    *,
+    ids: Sequence[int],
+    before: str,
+    candidate: Mapping[str, Any],
+    cycles_limit: int = 200,
+    narrow: bool = False,
 ) -> LearningComparer | None:
     """The comparer of the cycles ``ids`` (oldest first) under ``candidate`` (``Profile.describe()``), from
-    ``before`` (``constant`` or ``learned``) to the other; None without cycles."""
+    ``before`` (``constant`` or ``learned``) to the other; None without cycles.
+
+    ``narrow``: learn only the workloads of the pods bound around the cycles (a page's one decision), rather than
+    every workload with outcomes in the lookback (a replay's thousands of cycles, which meet most of them anyway)."""
     if not ids:
         return None
     times = SchedulingCycle.objects.filter(id__in=[ids[0], ids[-1]]).values_list("started_at", flat=True)
@@ -75,13 +116,20 @@ def learning_comparer(
         return None
     first, last = min(times), max(times)
     constant, decay = _traffic_args(candidate)
-    fields = ("cycle_id", "bound_at", "node", "pod_namespace", "workload_kind", "workload_name", "status", "windows")
     # The compared cycles' own outcomes too: a pod binds a moment after its cycle starts (its outcome says what it
     # measured; the learned table takes a pod only once its windows ended: ``LearnedHistory``).
-    outcomes = PlacementOutcome.objects.filter(
+    lookback = PlacementOutcome.objects.filter(
         bound_at__gte=first - timedelta(days=LOOKBACK_DAYS), bound_at__lte=last + OWN_BIND_WITHIN
-    ).values_list(*fields)
-    pods = {pod.cycle_id: pod for pod in map(_measured, outcomes.iterator(chunk_size=2000))}
+    )
+    if narrow:
+        near = lookback.filter(bound_at__gt=first - timedelta(seconds=decay))
+        pods = {pod.cycle_id: pod for pod in map(_measured, near.values_list(*_OUTCOME_FIELDS))}
+        wanted = {pod.workload for pod in pods.values() if pod.workload is not None}
+        for pod in map(_measured, lookback.filter(_of_workloads(wanted)).values_list(*_OUTCOME_FIELDS).iterator()):
+            if pod.workload in wanted:
+                pods[pod.cycle_id] = pod
+    else:
+        pods = {pod.cycle_id: pod for pod in map(_measured, lookback.values_list(*_OUTCOME_FIELDS).iterator(2000))}
     bound = SchedulingCycle.objects.filter(
         outcome=Outcome.BOUND, finished_at__gt=first - timedelta(seconds=decay), finished_at__lte=last
     ).exclude(chosen_node="")
@@ -147,7 +195,7 @@ def learning_what_if(
     raw_list = [by_node.get(n) for n in prioritize.nodes]
     if all(r is None for r in raw_list):
         return None
-    comparer = learning_comparer(ids=[cycle_id], before=CONSTANT, candidate=description)
+    comparer = learning_comparer(ids=[cycle_id], before=CONSTANT, candidate=description, narrow=True)
     started = SchedulingCycle.objects.filter(pk=cycle_id).values_list("started_at", flat=True).first()
     if comparer is None or started is None:
         return None
