@@ -51,6 +51,13 @@ class ReplayStartSerializer(serializers.Serializer[Any]):
         max_length=MAX_YAML_BYTES,
         help_text="Profile YAML (the profiles file's shape); a mistake is a 400 naming the profile, plugin and field.",
     )
+    candidate_version = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=64,
+        help_text="A recorded profile version to replay under (its digest, as /api/v1/profile-versions/ lists them), "
+        "instead of candidate_yaml.",
+    )
     compare_learning = serializers.ChoiceField(
         choices=CompareLearning.choices,
         required=False,

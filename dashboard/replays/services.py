@@ -131,7 +131,12 @@ def candidate_validate(
         return Candidate(CandidateSource.YAML, chosen.name, text, chosen.describe())
     if not name:
         raise ReplayRequestInvalid(
-            {"candidate_profile": ["name a configured profile, or give profile YAML in candidate_yaml"]}
+            {
+                "candidate_profile": [
+                    "name a configured profile, give profile YAML in candidate_yaml "
+                    "or a recorded version in candidate_version"
+                ]
+            }
         )
     configuration = profile_configuration()
     configured: Mapping[str, Profile] = configuration.profiles
