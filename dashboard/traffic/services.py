@@ -22,9 +22,10 @@ from dashboard.traffic.clients import keys, snapshot_store, worker_client
 from dashboard.traffic.herd import RedisBindLog
 from dashboard.traffic.models import RefreshStatus, TrafficRefresh
 from dashboard.traffic.snapshots import SnapshotStore, query_key, query_to_dict
-from dashboard.traffic.sources import fetch_deadline_seconds, known_node_names, traffic_source_for
-from dashboard.traffic.view import herd_horizon
+from dashboard.traffic.sources import fetch_deadline_seconds, known_node_names, recent_pods_reader, traffic_source_for
+from dashboard.traffic.view import herd_horizon, reconciling_queries
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot, TrafficSource, TrafficSourceError
+from scheduler_core.traffic.pods import PodReads
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,15 @@ def _refresh(query: TrafficQuery, store: SnapshotStore, source: TrafficSource) -
     error = ""
     try:
         snapshot = source.fetch(query)
+        pods = _pod_reads(
+            settings.SCHEDLENS_CONFIG,
+            settings.PROMETHEUS_URL,
+            settings.SCHEDLENS_SYNTHETIC_TRAFFIC,
+            settings.SCHEDLENS_TRAFFIC_REFRESH_SECONDS,
+            keys().binds,
+        )
+        if pods is not None:
+            snapshot = pods.add_to(snapshot)
     except TrafficSourceError as exc:
         error = str(exc)
     duration = time.perf_counter() - perf
@@ -149,7 +159,7 @@ def traffic_refreshes_prune(*, now: float | None = None) -> PruneResult:
     return PruneResult(deleted=deleted, values_dropped=dropped)
 
 
-def herd_record_bind(*, node: str, pod: str, at: float | None = None) -> None:
+def herd_record_bind(*, node: str, pod: str, at: float | None = None, name: str = "") -> None:
     """Count a bind kube-scheduler made itself (the placement watcher's ``dashboard.placements.herd``); idempotent
     per pod.
 
@@ -157,7 +167,26 @@ def herd_record_bind(*, node: str, pod: str, at: float | None = None) -> None:
     Raises ``redis.RedisError`` when Redis is unreachable, so a caller with a queue can retry.
     """
     bind_log = _bind_log(settings.SCHEDLENS_CONFIG, settings.SCHEDLENS_TRAFFIC_REFRESH_SECONDS, keys().binds)
-    bind_log.record_bind(node=node, pod=pod, at=time.time() if at is None else at)
+    bind_log.record_bind(node=node, pod=pod, at=time.time() if at is None else at, name=name)
+
+
+@functools.cache
+def _pod_reads(config: str, prometheus: str, synthetic: bool, refresh: float, key: str) -> PodReads | None:
+    """What a refresh reads the pods of recent binds with, when a profile reconciles (per configuration and
+    Prometheus: read once, and its failure logged once while it lasts); the pods are the shared bind log's."""
+    queries = reconciling_queries(profile_configuration().required())
+    reader = recent_pods_reader() if queries else None
+    if reader is None:
+        return None
+    bind_log = _bind_log(config, refresh, key)
+
+    def pods() -> tuple[str, ...]:
+        try:
+            return bind_log.recent_binds(time.time()).pods
+        except redis.RedisError:  # the nodes' snapshot still goes on (and fails to store, saying why)
+            return ()
+
+    return PodReads(reader, pods, queries)
 
 
 @functools.cache
