@@ -11,7 +11,7 @@ from the snapshot in Redis, as they read the nodes' bytes.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +20,18 @@ import pytest
 
 from dashboard.traffic.clients import keys, verb_client
 from dashboard.traffic.services import traffic_refresh
+from dashboard.traffic.sources import recent_pods_reader
 from dashboard.traffic.view import RedisTrafficView
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import StaticCluster
 from scheduler_core.explain import explain
+from scheduler_core.herd import InMemoryBindLog
 from scheduler_core.profiles import load_profiles
 from scheduler_core.recompute import recompute_explanation
 from scheduler_core.record import PluginScores
-from scheduler_core.traffic import TrafficQuery
+from scheduler_core.traffic import TrafficQuery, TrafficSourceError
+from scheduler_core.traffic.pods import PodReads
+from scheduler_core.traffic.prometheus import PrometheusTrafficSource
 from scheduler_core.traffic.store import TrafficStore
 from scheduler_core.verbs import Extender
 from scheduler_core.wire import encode
@@ -166,3 +170,36 @@ def test_a_bound_pods_assumed_bytes_shrink_as_its_traffic_appears_and_a_pod_with
         "herd bytes counted for shop/web-early",
         "herd bytes (the reconciled binds' sum)",
     ]
+
+
+def test_the_in_process_refresh_reads_the_pods_of_recent_binds_with_the_nodes(settings, pods_prometheus) -> None:
+    """``make run``/``make serve`` without Redis: the process's own refresher reads them (``dashboard.runtime``)."""
+    settings.PROMETHEUS_URL = pods_prometheus.url
+    settings.SCHEDLENS_PROMETHEUS_RETRIES = 0
+    reader = recent_pods_reader()
+    assert reader is not None
+    query = TrafficQuery()
+    store = TrafficStore()
+    binds = InMemoryBindLog(DECAY)
+    for pod, node in PODS.items():
+        binds.record_bind(node=node, pod=f"uid-{pod}", at=time.time(), name=f"shop/{pod}")
+    pods = PodReads(reader, lambda: binds.recent_binds(time.time()).pods, {query})
+    store.refresh(PrometheusTrafficSource(pods_prometheus.url, retries=0), [query], pods)
+    snapshot = store.latest(query)
+    assert snapshot is not None
+    assert sorted(snapshot.bytes_by_node) == NODES
+    assert sorted(snapshot.bytes_by_pod) == ["shop/web-early", "shop/web-late"], "web-none has no series"
+
+
+def test_a_failed_pod_read_leaves_the_nodes_snapshot_without_pods(settings, pods_prometheus) -> None:
+    def unreachable(query: TrafficQuery, pods: Sequence[str]) -> dict[str, float]:
+        raise TrafficSourceError("connection refused")
+
+    query = TrafficQuery()
+    store = TrafficStore()
+    pods = PodReads(unreachable, lambda: ("shop/web-early",), {query})
+    store.refresh(PrometheusTrafficSource(pods_prometheus.url, retries=0), [query], pods)
+    snapshot = store.latest(query)
+    assert snapshot is not None
+    assert sorted(snapshot.bytes_by_node) == NODES, "the nodes' refresh goes on: every bind then decays"
+    assert snapshot.bytes_by_pod == {}
