@@ -224,11 +224,12 @@ class HerdEstimator:
     def counted(self, assumed: Floats, observed: Floats | None, times: NDArray[np.float64], now: float) -> Floats:
         """Each bind's bytes as counted now: ``max(0, assumed − observed)`` where its pod's traffic was observed
         (``observed`` not NaN), else ``assumed`` decayed linearly; 0 once ``decay_seconds`` old either way."""
-        weights = np.maximum(0.0, 1.0 - np.maximum(0.0, now - times) / self.decay_seconds)
-        decayed = assumed * weights
+        ages = np.maximum(0.0, now - times)
+        decayed = assumed * np.maximum(0.0, 1.0 - ages / self.decay_seconds)
         if observed is None:
             return decayed
-        reconciled = np.where(weights > 0, np.maximum(0.0, assumed - observed), 0.0)
+        # Weighing while younger than the decay, as :meth:`binds_at` counts them (a ratio a rounding short of 1 too).
+        reconciled = np.where(ages < self.decay_seconds, np.maximum(0.0, assumed - observed), 0.0)
         return np.where(np.isnan(observed), decayed, reconciled)
 
     def extra_bytes_at(

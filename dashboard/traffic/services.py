@@ -174,7 +174,8 @@ def herd_record_bind(*, node: str, pod: str, at: float | None = None, name: str 
 def _pod_reads(config: str, prometheus: str, synthetic: bool, refresh: float, key: str) -> PodReads | None:
     """What a refresh reads the pods of recent binds with, when a profile reconciles (per configuration and
     Prometheus: read once, and its failure logged once while it lasts); the pods are the shared bind log's."""
-    queries = reconciling_queries(profile_configuration().required())
+    # A configuration that cannot be read reconciles nothing: the nodes' refresh does not depend on it.
+    queries = reconciling_queries(profile_configuration().profiles)
     reader = recent_pods_reader() if queries else None
     if reader is None:
         return None

@@ -320,7 +320,7 @@ def _reconciled(
     observed, on a measured node (an unmeasured one gets no herd bytes), in the binds' order."""
     assumed = herd.assumed(own, len(times))
     counted = herd.counted(assumed, observed, times, now)
-    weighing = (now - times < herd.decay_seconds) & ~np.isnan(observed)
+    weighing = (np.maximum(0.0, now - times) < herd.decay_seconds) & ~np.isnan(observed)
     pods = [pod for pod, kept in zip(binds.pods, candidate.tolist(), strict=True) if kept]
     return [
         ReconciledBind(node, pods[i], float(assumed[i]), float(observed[i]), float(counted[i]))
