@@ -1,6 +1,7 @@
 """The bind log shared by every replica, in Redis, mirrored in each process (the herd-effect estimate).
 
-Every bind is appended to a Redis stream (``XADD``: node, pod, time). Each process keeps a mirror of the last
+Every bind is appended to a Redis stream (``XADD``: node, pod, time; the pod's own assumed bytes and its
+``namespace/name`` when known). Each process keeps a mirror of the last
 ``horizon`` seconds (:class:`scheduler_core.herd.InMemoryBindLog`) and reads only the entries appended since its
 last read (``XRANGE`` from that entry's id, exclusive), in the same pipeline as its snapshots. At a busy
 scheduler's rate a horizon holds thousands of binds, too many to read on every call; the few new ones are cheap

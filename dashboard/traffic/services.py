@@ -35,11 +35,13 @@ REFRESH_LOCK_MARGIN_SECONDS = 10.0
 """How long a refresh's lock outlives its fetch's deadline: the snapshot's Redis writes that follow the fetch."""
 
 
-def refresh_lock_seconds(source: TrafficSource) -> float:
+def refresh_lock_seconds(source: TrafficSource, *, reads_pods: bool = False) -> float:
     """The refresh lock's TTL: what a live run needs, so a run killed holding it (SIGKILL, OOM) blocks the next
-    refreshes of its query only that long, not the task's time limit. The lock guards the fetch and the Redis
-    writes; the database row comes after them, so a slow database outliving the lock overlaps nothing."""
-    return min(float(settings.CELERY_TASK_TIME_LIMIT), fetch_deadline_seconds(source) + REFRESH_LOCK_MARGIN_SECONDS)
+    refreshes of its query only that long, not the task's time limit. The lock guards the fetch (and the read of the
+    pods of recent binds after it, ``reads_pods``: a second request with the same deadline) and the Redis writes; the
+    database row comes after them, so a slow database outliving the lock overlaps nothing."""
+    deadline = fetch_deadline_seconds(source) * (2 if reads_pods else 1)
+    return min(float(settings.CELERY_TASK_TIME_LIMIT), deadline + REFRESH_LOCK_MARGIN_SECONDS)
 
 
 def _when(seconds: float) -> datetime:
@@ -65,13 +67,21 @@ def traffic_refresh(*, query: TrafficQuery) -> TrafficRefresh | None:
     store = snapshot_store()
     started = time.time()
     source = traffic_source_for(query)
+    pods = _pod_reads(
+        settings.SCHEDLENS_CONFIG,
+        settings.PROMETHEUS_URL,
+        settings.SCHEDLENS_SYNTHETIC_TRAFFIC,
+        settings.SCHEDLENS_TRAFFIC_REFRESH_SECONDS,
+        keys().binds,
+    )
     try:
-        token = store.acquire_refresh_lock(query, refresh_lock_seconds(source))
+        reads_pods = pods is not None and query in pods.queries
+        token = store.acquire_refresh_lock(query, refresh_lock_seconds(source, reads_pods=reads_pods))
         if token is None:
             log.info("traffic refresh of %s skipped: another one is running", query_key(query))
             return None
         try:
-            return _refresh(query, store, source)
+            return _refresh(query, store, source, pods)
         finally:
             store.release_refresh_lock(query, token)
     except redis.RedisError as exc:  # Redis down or refusing writes (maxmemory): the row says so
@@ -88,20 +98,15 @@ def traffic_refresh(*, query: TrafficQuery) -> TrafficRefresh | None:
         )
 
 
-def _refresh(query: TrafficQuery, store: SnapshotStore, source: TrafficSource) -> TrafficRefresh | None:
+def _refresh(
+    query: TrafficQuery, store: SnapshotStore, source: TrafficSource, pods: PodReads | None
+) -> TrafficRefresh | None:
     started = time.time()
     perf = time.perf_counter()
     snapshot: TrafficSnapshot | None = None
     error = ""
     try:
         snapshot = source.fetch(query)
-        pods = _pod_reads(
-            settings.SCHEDLENS_CONFIG,
-            settings.PROMETHEUS_URL,
-            settings.SCHEDLENS_SYNTHETIC_TRAFFIC,
-            settings.SCHEDLENS_TRAFFIC_REFRESH_SECONDS,
-            keys().binds,
-        )
         if pods is not None:
             snapshot = pods.add_to(snapshot)
     except TrafficSourceError as exc:

@@ -3,8 +3,9 @@
 A snapshot's key is derived from its query (a stable hash of the query's fields), so every replica and every
 worker agrees on it without coordination, and two profiles asking the same question share one snapshot.
 The value is msgspec JSON: values per node, when they were fetched, the PromQL sent, the last error and the
-series that matched no node. A failed refresh keeps the last good values and ``fetched_at`` and sets
-``error``, so readers see both how old the numbers are and why they are not newer.
+series that matched no node (and the own bytes of the pods of recent binds, for profiles that reconcile). A failed
+refresh keeps the last good values and ``fetched_at`` and sets ``error``, so readers see both how old the numbers
+are and why they are not newer.
 """
 
 from __future__ import annotations
