@@ -10,6 +10,7 @@ from the snapshot in Redis, as they read the nodes' bytes.
 
 from __future__ import annotations
 
+import io
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -17,7 +18,11 @@ from typing import Any
 
 import msgspec
 import pytest
+from django.core.management import call_command
 
+from dashboard.ingest.cycles import cycles_ingest_events
+from dashboard.models import SchedulingCycle
+from dashboard.selectors.cycles import cycle_explanation
 from dashboard.traffic.clients import keys, verb_client
 from dashboard.traffic.services import traffic_refresh
 from dashboard.traffic.sources import recent_pods_reader
@@ -28,13 +33,14 @@ from scheduler_core.explain import explain
 from scheduler_core.herd import InMemoryBindLog
 from scheduler_core.profiles import load_profiles
 from scheduler_core.recompute import recompute_explanation
-from scheduler_core.record import PluginScores
+from scheduler_core.record import PluginScores, VerbEvent
 from scheduler_core.traffic import TrafficQuery, TrafficSourceError
 from scheduler_core.traffic.pods import PodReads
 from scheduler_core.traffic.prometheus import PrometheusTrafficSource
 from scheduler_core.traffic.store import TrafficStore
 from scheduler_core.verbs import Extender
 from scheduler_core.wire import encode
+from tests.support.profile_versions import store_served_versions
 from tests.support.prometheus_data import FUTURE_SECONDS, STEP_SECONDS, counter_samples
 from tests.support.prometheus_server import PrometheusServer, Series, start_prometheus
 
@@ -111,13 +117,18 @@ def bind(ext: Extender, pod: str, node: str) -> None:
     assert ext.bind("default", body).status == 200
 
 
-def traffic_of(ext: Extender) -> tuple[PluginScores, Any]:
+def traffic_of(ext: Extender) -> tuple[PluginScores, VerbEvent]:
     pod = {"metadata": {"name": "web-next", "namespace": "shop", "uid": "uid-next"}, "spec": {}}
-    record = ext.prioritize("default", encode({"Pod": pod, "Nodes": None, "NodeNames": NODES})).event.prioritize
+    event = ext.prioritize("default", encode({"Pod": pod, "Nodes": None, "NodeNames": NODES})).event
+    record = event.prioritize
     assert record is not None
     assert record.nodes == NODES
     (traffic,) = record.plugins
-    return traffic, record
+    return traffic, event
+
+
+def served_from_database(cycle: SchedulingCycle) -> dict[str, Any]:
+    return msgspec.json.decode(msgspec.json.encode(cycle_explanation(cycle=cycle)))
 
 
 def served(record: Any) -> dict[str, Any]:
@@ -137,7 +148,7 @@ def test_a_bound_pods_assumed_bytes_shrink_as_its_traffic_appears_and_a_pod_with
     assert all(0 < herd <= ASSUMED for herd in before.herd_bytes)
 
     assert traffic_refresh(query=query) is not None  # the pods of the recent binds are read with the nodes
-    after, record = traffic_of(extender)
+    after, event = traffic_of(extender)
     counted = {bind.pod: bind for bind in after.herd_reconciled}
     assert sorted(counted) == ["shop/web-early", "shop/web-late"], "web-none has no series: it is not reconciled"
 
@@ -153,11 +164,11 @@ def test_a_bound_pods_assumed_bytes_shrink_as_its_traffic_appears_and_a_pod_with
     # No series: the linear decay, as before reconciliation.
     assert 0 < after.herd_bytes[2] <= before.herd_bytes[2] <= ASSUMED
 
-    explanation = served(record)
+    explanation = served(event.prioritize)
     assert recompute_explanation(explanation) == []
     node_1 = next(n for n in explanation["nodes"] if n["node"] == "node-1")
     (figures,) = [t["traffic"] for t in node_1["terms"]]
-    assert figures["herd_reconciled"] == [
+    shown = [
         {
             "pod": "shop/web-early",
             "assumed_bytes": ASSUMED,
@@ -165,11 +176,22 @@ def test_a_bound_pods_assumed_bytes_shrink_as_its_traffic_appears_and_a_pod_with
             "counted_bytes": early.counted,
         }
     ]
+    assert figures["herd_reconciled"] == shown
     figures["herd_reconciled"][0]["counted_bytes"] = ASSUMED  # what the decay alone would have counted
     assert [m.what for m in recompute_explanation(explanation)] == [
         "herd bytes counted for shop/web-early",
         "herd bytes (the reconciled binds' sum)",
     ]
+
+    # Spooled, ingested and stored as production does: verify_explanations recomputes it from the database.
+    store_served_versions(extender.profiles, PROFILES)
+    cycles_ingest_events(events=[event])
+    stored = served_from_database(SchedulingCycle.objects.get(calls__event_id=event.event_id))
+    (stored_node_1,) = [n for n in stored["nodes"] if n["node"] == "node-1"]
+    assert stored_node_1["terms"][0]["traffic"]["herd_reconciled"] == shown
+    out = io.StringIO()
+    call_command("verify_explanations", stdout=out, stderr=io.StringIO())
+    assert out.getvalue() == "ok: 1 cycles recomputed (1 with a prioritize call): 1 add up\n"
 
 
 def test_the_in_process_refresh_reads_the_pods_of_recent_binds_with_the_nodes(settings, pods_prometheus) -> None:
