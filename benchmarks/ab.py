@@ -8,6 +8,10 @@ environment:
     .venv/bin/python benchmarks/ab.py --nodes 1000 --pods 1000 \\
         --variant WEB_KEEPALIVE_LINGER_MS=0 --variant WEB_KEEPALIVE_LINGER_MS=5
     .venv/bin/python benchmarks/ab.py --nodes 5000 --variant checkout=/tmp/before --variant ""
+    .venv/bin/python benchmarks/ab.py --windows --variant checkout=/tmp/before --variant ""
+
+``--windows``: each filter is sent the names kube-scheduler would send it (``benchmarks.cost.driver.Candidates``: a
+new window of the node list for every pod, the same sequence of windows for each variant) instead of every node.
 
 A variant is a comma-separated list of NAME=value (an empty string: as configured). Another checkout needs its own
 ``.venv`` (a link to this one will do). Round trips in milliseconds, as ``benchmarks.load`` measures them.
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import sys
 import tempfile
 from pathlib import Path
@@ -25,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 from benchmarks.common import p50, parse_variant, percentile
+from benchmarks.cost.driver import Candidates
 from benchmarks.load.client import Bodies, Run, Scheduler
 from benchmarks.load.servers import server_env
 from scheduler_core.simulator import make_cluster
@@ -37,6 +43,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=1000, help="pods per variant")
     parser.add_argument("--variant", action="append", required=True, help="NAME=value[,…] (repeat: one per server)")
+    parser.add_argument("--windows", action="store_true", help="filters sent kube-scheduler's windows of the nodes")
     args = parser.parse_args()
     variants = [parse_variant(text) for text in args.variant]
 
@@ -54,15 +61,21 @@ def main() -> None:
             live_server.REPO = checkout  # gunicorn runs from the variant's checkout, importing its code
             servers.append(live_server.LiveServer({**env, **extra}, workers=2))
             schedulers.append(Scheduler(servers[-1].url))
-        for scheduler in schedulers:
+        windows = [Candidates(cluster.node_names, random.Random(5)) if args.windows else None for _ in schedulers]
+
+        def filter_body(number: int, pod_json: bytes) -> bytes:
+            candidates = windows[number]
+            return bodies.filter_body(pod_json, True, candidates.next() if candidates is not None else None)
+
+        for number, scheduler in enumerate(schedulers):
             for _ in range(WARM_UP):  # per-process caches built before timing
                 pod, pod_json = bodies.pod()
-                scheduler.schedule(pod, bodies.filter_body(pod_json, True), pod_json, True)
+                scheduler.schedule(pod, filter_body(number, pod_json), pod_json, True)
             scheduler.run = Run()
         for _ in range(args.pods):
-            for scheduler in schedulers:
+            for number, scheduler in enumerate(schedulers):
                 pod, pod_json = bodies.pod()
-                scheduler.schedule(pod, bodies.filter_body(pod_json, True), pod_json, True)
+                scheduler.schedule(pod, filter_body(number, pod_json), pod_json, True)
         for scheduler in schedulers:
             scheduler.close()
     finally:
@@ -70,8 +83,9 @@ def main() -> None:
             server.stop()
     for text, scheduler in zip(args.variant, schedulers, strict=True):
         run = scheduler.run
+        size = f"{args.nodes} nodes{' (windows)' if args.windows else ''}"
         print(
-            f"{args.nodes} nodes [{text or 'as configured'}]: filter p50 {p50(run.filter_ms):.2f} p99 "
+            f"{size} [{text or 'as configured'}]: filter p50 {p50(run.filter_ms):.2f} p99 "
             f"{percentile(run.filter_ms, 99):.2f}  prioritize p50 {p50(run.prioritize_ms):.2f} p99 "
             f"{percentile(run.prioritize_ms, 99):.2f}  errors {run.errors}"
         )

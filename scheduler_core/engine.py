@@ -104,11 +104,7 @@ def run_filter(profile: Profile, ctx: CycleContext, nodes: Sequence[NodeInfo]) -
     call gets copies of it.
     """
     names = candidate_names(ctx, nodes)
-    judged = [(plugin.name, plugin.filter(ctx, nodes)) for plugin in profile.filters]
-    sources = (names, *(verdicts for _, verdicts in judged))
-    # One outcome per combination of verdict lists (pods asking for different resources alternate): keyed by them.
-    key = ("filter outcome", profile.name, *map(id, sources))
-    outcome = shared_column(ctx.shared, key, sources, partial(_outcome, names, judged))
+    outcome = _judged_outcome(profile, ctx, nodes)
     decision = FilterDecision(
         list(outcome.passed), dict(outcome.failed_reasons), dict(outcome.unresolvable_reasons), outcome
     )
@@ -123,6 +119,65 @@ def run_filter(profile: Profile, ctx: CycleContext, nodes: Sequence[NodeInfo]) -
     )
     _record_traffic(profile, ctx, record, nodes)
     return decision, record
+
+
+def judges_nodes_alone(profile: Profile) -> bool:
+    """Whether every filter of ``profile`` judges each node without regard to the other candidates."""
+    return all(getattr(plugin, "judges_nodes_alone", False) for plugin in profile.filters)
+
+
+def run_filter_window(
+    profile: Profile, ctx: CycleContext, everyone: Sequence[NodeInfo], names: list[str], at: Sequence[int]
+) -> tuple[FilterDecision, FilterRecord]:
+    """:func:`run_filter` over the nodes at positions ``at`` of ``everyone`` (every node of the cluster), which are
+    named ``names``: the same decision and record, taken from the outcome on every node.
+
+    kube-scheduler sends each pod's filter a new window of its node list (at 1000 nodes, 420 of them from a rotating
+    start), so an outcome kept per candidate list is never met again. When every filter judges each node alone
+    (:func:`judges_nodes_alone`), a node's verdicts are the same in any window: the plugins judge ``everyone`` (kept
+    in ``ctx.shared`` with that list until an input changes, as for any candidate list) and each window picks its
+    nodes' share, failing nodes and reasons in its own order.
+    """
+    outcome = _judged_outcome(profile, ctx, everyone)
+    failing = shared_column(ctx.shared, ("failing", id(outcome)), (outcome,), partial(_failing, outcome, everyone))
+    window_failing = failing[np.asarray(at, dtype=np.intp)]
+    if not window_failing.any():
+        passed, passed_names = list(range(len(names))), list(names)
+        failed_names: list[str] = []
+    else:
+        passed = np.flatnonzero(~window_failing).tolist()
+        passed_names = list(map(names.__getitem__, passed))
+        failed_names = list(map(names.__getitem__, np.flatnonzero(window_failing).tolist()))
+    unresolvable = [name for name in failed_names if name in outcome.unresolvable_reasons]
+    decision = FilterDecision(
+        passed,
+        {name: outcome.failed_reasons[name] for name in failed_names if name in outcome.failed_reasons},
+        {name: outcome.unresolvable_reasons[name] for name in unresolvable},
+    )
+    record = FilterRecord(
+        nodes=names,
+        passed=passed_names,
+        failures={name: outcome.failures[name] for name in failed_names},
+        details={name: outcome.details[name] for name in failed_names if name in outcome.details},
+        unresolvable=unresolvable,
+    )
+    _record_traffic(profile, ctx, record, everyone, at)
+    return decision, record
+
+
+def _failing(outcome: _FilterOutcome, everyone: Sequence[NodeInfo]) -> NDArray[np.bool_]:
+    failing = np.ones(len(everyone), dtype=np.bool_)
+    failing[outcome.passed] = False
+    return failing
+
+
+def _judged_outcome(profile: Profile, ctx: CycleContext, nodes: Sequence[NodeInfo]) -> _FilterOutcome:
+    names = candidate_names(ctx, nodes)
+    judged = [(plugin.name, plugin.filter(ctx, nodes)) for plugin in profile.filters]
+    sources = (names, *(verdicts for _, verdicts in judged))
+    # One outcome per combination of verdict lists (pods asking for different resources alternate): keyed by them.
+    key = ("filter outcome", profile.name, *map(id, sources))
+    return shared_column(ctx.shared, key, sources, partial(_outcome, names, judged))
 
 
 def _outcome(names: list[str], judged: list[tuple[str, Sequence[Verdict]]]) -> _FilterOutcome:
@@ -186,14 +241,22 @@ def _combination(plugin_names: list[str], key: tuple[tuple[str, bool], ...]) -> 
     return reasons, joined, any(unresolvable for reason, unresolvable in key if reason)
 
 
-def _record_traffic(profile: Profile, ctx: CycleContext, record: FilterRecord, nodes: Sequence[NodeInfo]) -> None:
+def _record_traffic(
+    profile: Profile,
+    ctx: CycleContext,
+    record: FilterRecord,
+    nodes: Sequence[NodeInfo],
+    at: Sequence[int] | None = None,
+) -> None:
+    """The traffic figures of the candidates: ``nodes``', or those at positions ``at`` of ``nodes`` when given."""
     traffic_args = _traffic_args(profile)
     if traffic_args is not None:
         reading = read_traffic(ctx, traffic_args)
         record.metric_age_seconds = reading.age_seconds
         record.metric_note = reading.note
         if reading.snapshot is not None:
-            record.traffic_bytes = node_bytes(ctx, reading.snapshot, nodes)
+            column = node_bytes(ctx, reading.snapshot, nodes)
+            record.traffic_bytes = column if at is None else list(map(column.__getitem__, at))
 
 
 def _columns(scores: Sequence[NodeScore]) -> ScoreColumns:

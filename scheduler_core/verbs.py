@@ -22,9 +22,9 @@ import msgspec
 from scheduler_core import wire
 from scheduler_core.answer import answers
 from scheduler_core.binding import Binder, PodReader
-from scheduler_core.candidates import CandidatesMemo
+from scheduler_core.candidates import CandidatesMemo, Resolved, Window
 from scheduler_core.cluster import ClusterView, NodeInfo, PodInfo, knows_all_nodes, node_info, node_lookup, pod_info
-from scheduler_core.engine import FilterDecision, run_filter, run_prioritize
+from scheduler_core.engine import FilterDecision, judges_nodes_alone, run_filter, run_filter_window, run_prioritize
 from scheduler_core.herd import RecentBinds
 from scheduler_core.lru import LRU
 from scheduler_core.plugins import CycleContext
@@ -217,14 +217,15 @@ class Extender:
         }
 
     def _candidates(
-        self, body: bytes, *, images: bool = True
-    ) -> tuple[wire.ExtenderArgs, NodeMode, list[NodeInfo], list[msgspec.Raw], SharedColumns]:
+        self, body: bytes, *, images: bool = True, windowed: bool = False
+    ) -> tuple[wire.ExtenderArgs, NodeMode, Resolved | Window, list[msgspec.Raw]]:
         """The decoded body and its candidates as NodeInfo, with where to keep per-node columns of them.
 
         ``images``: some plugin of the call reads the nodes' images. Without it a full-Nodes item is decoded only
         as far as its ``metadata`` (the rest of a 10–20 KB node is skipped unread), which is most of a full-Nodes
         filter's time at 1000 nodes. A NodeNames list seen before is not decoded or looked up again
-        (:mod:`scheduler_core.candidates`).
+        (:mod:`scheduler_core.candidates`). ``windowed``: NodeNames that are all in the node view come as a
+        :class:`Window` of it (for filters that judge each node alone).
         """
         args, raw_names = wire.decode_extender_args_known_names(body, self._candidates_memo.known)
         if args.nodes is not None:
@@ -235,9 +236,12 @@ class Extender:
                 metas = [wire.decode_node_meta(raw, i).metadata for i, raw in enumerate(raws)]
                 infos = [NodeInfo(meta.name, meta.labels or {}) for meta in metas]
             wire.check_node_names(list(map(_name, infos)), wire.NODE_ITEM_NAME_PATH)
-            return args, "nodes", infos, raws, new_shared_columns()
-        nodes, shared = self._candidates_memo.candidates(raw_names, args.node_names or [], self.cluster)
-        return args, "names", nodes, [], shared
+            return args, "nodes", Resolved(infos, new_shared_columns()), raws
+        names = args.node_names or []
+        window = self._candidates_memo.window(names, self.cluster) if windowed and names else None
+        if window is not None:
+            return args, "names", window, []
+        return args, "names", self._candidates_memo.candidates(raw_names, names, self.cluster), []
 
     def _unknown(self, mode: NodeMode, nodes: Sequence[NodeInfo], shared: SharedColumns) -> set[str]:
         """NodeNames entries a node cache that knows every node does not hold (never in full-Nodes mode).
@@ -268,14 +272,27 @@ class Extender:
         if profile is None:
             return self._unknown_profile(FILTER, profile_name, started)
         try:
-            args, mode, nodes, raws, shared = self._candidates(body, images=_reads_images(profile.filters))
+            images = _reads_images(profile.filters)
+            args, mode, candidates, raws = self._candidates(body, images=images, windowed=judges_nodes_alone(profile))
         except wire.WireError as exc:
             return self._refuse(FILTER, profile_name, started, 400, exc)
         pod = pod_info(args.pod)
+        if isinstance(candidates, Window):
+            context = self._context(profile, pod, started.at, candidates.cluster.shared)
+            everyone = candidates.cluster.nodes
+            decision, record = run_filter_window(profile, context, everyone, candidates.names, candidates.at)
+            if len(decision.passed) > 1:  # kube-scheduler asks prioritize only when two or more nodes pass
+                passing = [everyone[candidates.at[i]] for i in decision.passed]
+                self._candidates_memo.prime(record.passed, passing, candidates.cluster.state)
+            answer, recorded = _encoded_filter_result(decision, record)
+            return self._filtered(profile_name, started, mode, record, answer, recorded, pod)
+        nodes, shared = candidates.nodes, candidates.shared
         decision, record = run_filter(profile, self._context(profile, pod, started.at, shared), nodes)
         unknown = self._unknown(mode, nodes, shared)
         if unknown:
             _fail_unknown(decision, record, nodes, unknown)
+        if len(decision.passed) > 1:
+            self._candidates_memo.prime(record.passed, [nodes[i] for i in decision.passed], candidates.state)
         if mode == "nodes":
             result = _filter_result(decision, record)
             result.node_names = None
@@ -289,6 +306,18 @@ class Extender:
             encode = partial(_encoded_filter_result, decision, record)
             key = ("filter answer", profile_name, id(decision.outcome))
             answer, recorded = shared_column(shared, key, (decision.outcome,), encode)
+        return self._filtered(profile_name, started, mode, record, answer, recorded, pod)
+
+    def _filtered(
+        self,
+        profile_name: str,
+        started: _Start,
+        mode: NodeMode,
+        record: FilterRecord,
+        answer: bytes,
+        recorded: msgspec.Raw,
+        pod: PodInfo,
+    ) -> VerbResult:
         event = self._event(
             FILTER,
             profile_name,
@@ -307,9 +336,11 @@ class Extender:
             return self._unknown_profile(PRIORITIZE, profile_name, started)
         try:
             scorers = (s.plugin for s in profile.scorers)
-            args, mode, nodes, _, shared = self._candidates(body, images=_reads_images(scorers))
+            args, mode, candidates, _ = self._candidates(body, images=_reads_images(scorers))
         except wire.WireError as exc:
             return self._refuse(PRIORITIZE, profile_name, started, 400, exc)
+        assert isinstance(candidates, Resolved)  # never a window: not asked for
+        nodes, shared = candidates.nodes, candidates.shared
         pod = pod_info(args.pod)
         context = self._context(profile, pod, started.at, shared)
         record = run_prioritize(profile, context, nodes)

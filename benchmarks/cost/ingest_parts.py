@@ -44,6 +44,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=75, help="calls per ingest batch")
     parser.add_argument("--full-lists", action="store_true", help="every filter is sent all 1000 names")
     parser.add_argument("--profile", type=int, default=0, help="profile one more round; print the N top functions")
+    parser.add_argument("--sort", default="cumulative", help="the profile's order (a pstats sort key)")
     parser.add_argument("--database", default=DATABASE, help="the scratch database (dropped and created again)")
     args = parser.parse_args()
 
@@ -81,7 +82,7 @@ def main() -> None:
         f"calls): median {statistics.median(spent):.3f} of {args.rounds} rounds ({min(spent):.3f}-{max(spent):.3f})"
     )
     if profiler is not None:
-        pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.profile)
+        pstats.Stats(profiler).sort_stats(args.sort).print_stats(args.profile)
     recreate_database(args.database, drop_only=True)
 
 

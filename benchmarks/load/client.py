@@ -264,7 +264,9 @@ class Bodies:
         pod = make_pod(self.rng)
         return pod, msgspec.json.encode(pod)
 
-    def filter_body(self, pod_json: bytes, names: bool) -> bytes:
+    def filter_body(self, pod_json: bytes, names: bool, window: list[str] | None = None) -> bytes:
+        """The filter's body: every node's name (``window``: those names instead), or every Node object."""
         if names:
-            return b'{"Pod":' + pod_json + b',"Nodes":null,"NodeNames":' + self.names_json + b"}"
+            listed = self.names_json if window is None else msgspec.json.encode(window)
+            return b'{"Pod":' + pod_json + b',"Nodes":null,"NodeNames":' + listed + b"}"
         return b'{"Pod":' + pod_json + b',"Nodes":{"metadata":{},"items":' + self.items_json + b'},"NodeNames":null}'

@@ -32,6 +32,7 @@ import random
 import tempfile
 import time
 import uuid
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -58,11 +59,22 @@ class RecordPathResult:
 SNAPSHOT_SECONDS = 15.0
 
 
-def templates(count: int, nodes: int = 1000, *, windows: bool = False) -> list[list[bytes]]:
+def templates(
+    count: int,
+    nodes: int = 1000,
+    *,
+    windows: bool = False,
+    fixed_window: bool = False,
+    meter: AbstractContextManager[object] | None = None,
+) -> list[list[bytes]]:
     """``count`` real cycles as encoded spool records (filter, prioritize when 2+ nodes pass, bind).
 
+    ``meter``: entered around each cycle's filter and prioritize calls and the encoding of their records (what the
+    web process spends per pod before the bind; ``benchmarks.cost.verb_parts``), not around the rest.
+
     ``windows``: each filter is sent the names kube-scheduler would send it (``benchmarks.cost.driver.Candidates``:
-    a window of the node list, new for every pod) instead of every node.
+    a window of the node list, new for every pod) instead of every node; with ``fixed_window``, the window's size
+    but the same names for every pod (what a memo of the candidates' columns saves, at its best).
 
     As in a cluster: a traffic snapshot every ``SNAPSHOT_SECONDS`` (the prefetch's default refresh), and the herd
     estimate on (each bind raises its node's traffic for the pods after it, 5 ms apart: 200 pods/s), so
@@ -95,7 +107,7 @@ def templates(count: int, nodes: int = 1000, *, windows: bool = False) -> list[l
         profiles, cluster=view, traffic=store, binder=SimulatedBinder(), inputs=inputs, clock=lambda: clock[0]
     )
     rng = random.Random(3)
-    candidates = Candidates(cluster.node_names, random.Random(5)) if windows else None
+    candidates = Candidates(cluster.node_names, random.Random(5), fixed=fixed_window) if windows else None
     out = []
     for index in range(count):
         clock[0] += 0.005
@@ -105,25 +117,24 @@ def templates(count: int, nodes: int = 1000, *, windows: bool = False) -> list[l
                 store.put(source.fetch(query))
         profile = "gpu-aware" if index % 4 == 3 else "default"
         pod = make_pod(rng)
-        filtered = extender.filter(
-            profile,
-            msgspec.json.encode(
-                {"Pod": pod, "Nodes": None, "NodeNames": candidates.next() if candidates else cluster.node_names}
-            ),
-        )
-        events = [filtered.event]
+        names = candidates.next() if candidates else cluster.node_names
+        body = msgspec.json.encode({"Pod": pod, "Nodes": None, "NodeNames": names})
+        with meter or nullcontext():
+            filtered = extender.filter(profile, body)
+            encoded = [encode_event(filtered.event)]
         passed = msgspec.json.decode(filtered.body)["NodeNames"]
         best = passed[0] if passed else None
         if len(passed) > 1:
             body = msgspec.json.encode({"Pod": pod, "Nodes": None, "NodeNames": passed})
-            scored = extender.prioritize(profile, body)
-            events.append(scored.event)
+            with meter or nullcontext():
+                scored = extender.prioritize(profile, body)
+                encoded.append(encode_event(scored.event))
             best = max(msgspec.json.decode(scored.body), key=lambda h: h["Score"])["Host"]
         if best is not None:
             meta = pod["metadata"]
             bind = {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": best}
-            events.append(extender.bind(profile, msgspec.json.encode(bind)).event)
-        out.append([encode_event(e) for e in events])
+            encoded.append(encode_event(extender.bind(profile, msgspec.json.encode(bind)).event))
+        out.append(encoded)
     return out
 
 

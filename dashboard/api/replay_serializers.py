@@ -10,7 +10,8 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from dashboard.replays.models import HistoryReplay
+from dashboard.api.replay_learning_serializers import LearningComparisonSerializer, learning_data
+from dashboard.replays.models import CompareLearning, HistoryReplay
 from dashboard.replays.selectors import history_replay_report
 from dashboard.replays.services import MAX_YAML_BYTES
 
@@ -49,6 +50,20 @@ class ReplayStartSerializer(serializers.Serializer[Any]):
         trim_whitespace=False,
         max_length=MAX_YAML_BYTES,
         help_text="Profile YAML (the profiles file's shape); a mistake is a 400 naming the profile, plugin and field.",
+    )
+    candidate_version = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=64,
+        help_text="A recorded profile version to replay under (its digest, as /api/v1/profile-versions/ lists them), "
+        "instead of candidate_yaml.",
+    )
+    compare_learning = serializers.ChoiceField(
+        choices=CompareLearning.choices,
+        required=False,
+        allow_blank=True,
+        help_text="on: also compare the herd estimate with traffic learned per workload against the constant, under "
+        "the candidate; off: the constant against learned traffic; empty: no comparison.",
     )
 
 
@@ -169,6 +184,9 @@ class HistoryReplayReportSerializer(serializers.Serializer[Any]):
     figures = serializers.DictField(child=serializers.CharField(), help_text="Figure → what it follows from.")
     caveats = serializers.ListField(child=serializers.CharField(), help_text="What a replay cannot know.")
     seconds = serializers.FloatField()
+    learning = LearningComparisonSerializer(
+        allow_null=True, required=False, help_text="The comparison of learned traffic with the constant; null: none."
+    )
 
 
 # --- the replay -----------------------------------------------------------------------------------------------------
@@ -195,6 +213,7 @@ class HistoryReplaySerializer(serializers.ModelSerializer[HistoryReplay]):
             "candidate_source",
             "candidate_profile",
             "candidate_scenario",
+            "compare_learning",
             "progress",
             "started_at",
             "finished_at",
@@ -222,5 +241,8 @@ class HistoryReplayDetailSerializer(HistoryReplaySerializer):
             return None
         params = report.candidate.what_if_params if report.candidate is not None else {}
         context = {**self.context, "what_if_params": params}
-        data: dict[str, Any] = HistoryReplayReportSerializer(replay.report, context=context).data
+        data: dict[str, Any] = HistoryReplayReportSerializer(
+            {k: v for k, v in (replay.report or {}).items() if k != "learning"}, context=context
+        ).data
+        data["learning"] = learning_data(report.learning) if report.learning is not None else None
         return data

@@ -99,6 +99,8 @@ class ReplayViewSet(ReadOnlyModelViewSet[HistoryReplay]):
                 selection=dict(data.get("selection") or {}),
                 candidate_profile=data.get("candidate_profile", ""),
                 candidate_yaml=data.get("candidate_yaml", ""),
+                candidate_version=data.get("candidate_version", ""),
+                compare_learning=data.get("compare_learning", ""),
                 created_by=request.user.get_username(),
             )
         except ReplayRequestInvalid as exc:

@@ -24,6 +24,7 @@ from dashboard.outcomes.models import BalanceSample, OutcomeStatus, PlacementOut
 from dashboard.outcomes.sources import outcome_source
 from dashboard.selectors.cycles import cycle_list_with_calls, cycle_read
 from dashboard.selectors.profiles import profile_configuration
+from dashboard.traffic.sources import prometheus_address
 from scheduler_core.outcomes.arithmetic import (
     Estimate,
     WindowOutcome,
@@ -204,13 +205,20 @@ def _update_outcomes(*, rows: list[PlacementOutcome], source: OutcomeSource, now
     return len(rows)
 
 
-def _balance_samples(*, source: OutcomeSource, now: float) -> int:
-    """One sample per profile: the spread of the traffic of the nodes it placed pods on in the last hour."""
+def _profile_address(profile: str) -> str:
+    """The Prometheus a profile's cycles are read from (its NetworkTraffic plugin's address, else PROMETHEUS_URL)."""
+    return prometheus_address(_node_query(profile))
+
+
+def _balance_samples(*, source: OutcomeSource, now: float, profiles: set[str] | None = None) -> int:
+    """One sample per profile (of ``profiles``; None: all): the spread of the traffic of the nodes it placed pods on
+    in the last hour."""
     at = now - settings.SCHEDLENS_OUTCOME_GRACE_SECONDS
     recent = PlacementOutcome.objects.filter(bound_at__gte=_when(now) - BALANCE_NODES_SINCE)
     nodes_by_profile: dict[str, set[str]] = {}
     for profile, node in recent.values_list("profile", "node").distinct():
-        nodes_by_profile.setdefault(profile, set()).add(node)
+        if profiles is None or profile in profiles:
+            nodes_by_profile.setdefault(profile, set()).add(node)
     asks = []
     for profile, nodes in sorted(nodes_by_profile.items()):
         query = _node_query(profile)
@@ -255,34 +263,54 @@ def outcomes_prune(*, older_than: datetime) -> int:
 def outcomes_refresh(*, now: float | None = None, source: OutcomeSource | None = None) -> RefreshResult:
     """Start following the newly bound cycles, add the windows that have passed, sample the balance.
 
-    A read that fails leaves every row as it was (with the error) for the next run: an outcome is only written from
-    what Prometheus answered, never guessed.
+    Each profile's cycles are read from its own Prometheus (:func:`_profile_address`), one source per address
+    (``source``: one for every profile, the tests' and benchmarks'). A read that fails leaves that address's rows as
+    they were (with the error) for the next run: an outcome is only written from what Prometheus answered, never
+    guessed.
     """
     global _pruned_at, _last_error
     now = time.time() if now is None else now
     windows = _windows_seconds()
     if not windows:
         return RefreshResult(0, 0, 0, error="SCHEDLENS_OUTCOME_WINDOWS_MINUTES names no window")
-    source = outcome_source() if source is None else source
     limit = settings.SCHEDLENS_OUTCOME_BATCH
     started = _start_following(now=now, windows=windows, limit=limit)
     rows = list(_incomplete(now=now, windows=windows, limit=limit))
-    try:
-        updated = _update_outcomes(rows=rows, source=source, now=now, windows=windows)
-        samples = _balance_samples(source=source, now=now)
-    except TrafficSourceError as exc:
-        if str(exc) != _last_error:  # once while the same failure lasts (no Prometheus: every run)
-            log.warning("placement outcomes: the traffic read failed: %s", exc)
-        _last_error = str(exc)
-        PlacementOutcome.objects.filter(id__in=[r.id for r in rows]).update(error=str(exc)[:1000])
-        return RefreshResult(started, 0, 0, error=str(exc))
-    _last_error = ""
+    by_address: dict[str, list[PlacementOutcome]] = {}
+    addresses: dict[str, str] = {}
+    for profile in {row.profile for row in rows} | _recent_profiles(now=now):
+        addresses[profile] = "" if source is not None else _profile_address(profile)
+    for row in rows:
+        by_address.setdefault(addresses[row.profile], []).append(row)
+    for address in set(addresses.values()):
+        by_address.setdefault(address, [])
+    updated = samples = 0
+    errors: list[str] = []
+    for address, group in sorted(by_address.items()):
+        reader = source if source is not None else outcome_source(address or None)
+        profiles = {p for p, a in addresses.items() if a == address}
+        try:
+            updated += _update_outcomes(rows=group, source=reader, now=now, windows=windows)
+            samples += _balance_samples(source=reader, now=now, profiles=None if source is not None else profiles)
+        except TrafficSourceError as exc:
+            errors.append(str(exc))
+            PlacementOutcome.objects.filter(id__in=[r.id for r in group]).update(error=str(exc)[:1000])
+    error = "; ".join(errors)
+    if error and error != _last_error:  # once while the same failure lasts (no Prometheus: every run)
+        log.warning("placement outcomes: the traffic read failed: %s", error)
+    _last_error = error
     if updated:  # the table changes only with new measurements
         learn_and_publish(now=now)
     if time.monotonic() - _pruned_at >= PRUNE_EVERY_SECONDS:
         outcomes_prune(older_than=_when(now) - timedelta(days=settings.SCHEDLENS_RETENTION_DAYS))
         _pruned_at = time.monotonic()
-    return RefreshResult(started, updated, samples)
+    return RefreshResult(started, updated, samples, error=error)
+
+
+def _recent_profiles(*, now: float) -> set[str]:
+    """The profiles a balance sample covers (placed a pod in the last hour)."""
+    recent = PlacementOutcome.objects.filter(bound_at__gte=_when(now) - BALANCE_NODES_SINCE)
+    return set(recent.values_list("profile", flat=True).distinct())
 
 
 def outcomes_follow(*, stop: threading.Event, interval: float) -> None:

@@ -1,5 +1,7 @@
-"""Which source the outcome job reads: Prometheus (PROMETHEUS_URL); without one, the demo's synthetic traffic
-(``SCHEDLENS_SYNTHETIC_TRAFFIC``), else nothing (every read fails saying so, and no outcome is written)."""
+"""Which source the outcome job reads for a profile's cycles: the Prometheus its ``NetworkTraffic`` plugin names
+(``address``), else ``PROMETHEUS_URL`` (``dashboard.traffic.sources.prometheus_address``, as the traffic refresh
+resolves it); without either, the demo's synthetic traffic (``SCHEDLENS_SYNTHETIC_TRAFFIC``), else nothing (every
+read fails saying so, and no outcome is written)."""
 
 from __future__ import annotations
 
@@ -36,8 +38,10 @@ class NoPrometheusOutcomes:
         raise TrafficSourceError(NO_PROMETHEUS)
 
 
-def outcome_source() -> OutcomeSource:
-    if not settings.PROMETHEUS_URL:
+def outcome_source(address: str | None = None) -> OutcomeSource:
+    """The source of the cycles whose traffic query resolves to ``address`` (None: ``PROMETHEUS_URL``)."""
+    url = settings.PROMETHEUS_URL if address is None else address
+    if not url:
         return (
             SyntheticOutcomeSource(_recorded_binds) if settings.SCHEDLENS_SYNTHETIC_TRAFFIC else NoPrometheusOutcomes()
         )
@@ -46,7 +50,7 @@ def outcome_source() -> OutcomeSource:
     from scheduler_core.traffic.prometheus import PrometheusTrafficSource
 
     transport = PrometheusTrafficSource(
-        settings.PROMETHEUS_URL,
+        url,
         timeout_seconds=settings.SCHEDLENS_PROMETHEUS_TIMEOUT_SECONDS,
         retries=settings.SCHEDLENS_PROMETHEUS_RETRIES,
     )

@@ -18,6 +18,12 @@ class CandidateSource(models.TextChoices):
     VERSION = "version", "A recorded profile version"
 
 
+class CompareLearning(models.TextChoices):
+    NONE = "", "No comparison"
+    ON = "on", "Learned traffic against the constant (learning turned on)"
+    OFF = "off", "The constant against learned traffic (learning turned off)"
+
+
 class HistoryReplay(models.Model):
     """One replay of recorded cycles under a candidate profile (``dashboard.replays.services``)."""
 
@@ -38,6 +44,13 @@ class HistoryReplay(models.Model):
     )
     candidate_scenario = models.JSONField(
         default=dict, help_text="The candidate as replayed (scheduler_core.history_replay.report.CandidateDescription)."
+    )
+    compare_learning = models.CharField(
+        max_length=3,
+        choices=CompareLearning.choices,
+        blank=True,
+        default=CompareLearning.NONE,
+        help_text="Also compare the herd estimate with traffic learned per workload and with the constant.",
     )
     progress_done = models.PositiveIntegerField(default=0, help_text="Cycles looked at so far.")
     progress_total = models.PositiveIntegerField(

@@ -244,6 +244,11 @@ def history_replay_get(*, replay_id: int) -> HistoryReplay | None:
     return HistoryReplay.objects.filter(pk=replay_id).first()
 
 
+REPORT_FORMS_READ = ("json v1",)
+"""The stored forms of ``HistoryReplay.report`` :func:`history_replay_report` reads (``docs/stored-formats.md``):
+``HistoryReplayReport`` as JSON; fields added since (``learning``) read as their default from reports kept before."""
+
+
 def history_replay_report(replay: HistoryReplay) -> HistoryReplayReport | None:
     """The replay's report as the struct (``scheduler_core.history_replay.report.HistoryReplayReport``); None until
     it is done."""

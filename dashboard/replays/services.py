@@ -33,7 +33,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.models import ProfileVersion
-from dashboard.replays.models import CandidateSource, HistoryReplay, ReplayStatus
+from dashboard.replays.learning import learning_comparer
+from dashboard.replays.models import CandidateSource, CompareLearning, HistoryReplay, ReplayStatus
 from dashboard.replays.selectors import ReplaySelection, replay_cycle_ids, replay_cycles, selection_from_input
 from dashboard.selectors.profile_versions import (
     profile_version_descriptions,
@@ -42,7 +43,7 @@ from dashboard.selectors.profile_versions import (
 )
 from dashboard.selectors.profiles import profile_configuration
 from dashboard.storage.replay_inputs import CycleReader
-from scheduler_core.history_replay.report import CandidateDescription, HistoryReplayReport
+from scheduler_core.history_replay.report import CONSTANT, LEARNED, CandidateDescription, HistoryReplayReport
 from scheduler_core.history_replay.report_builder import ReportBuilder
 from scheduler_core.history_replay.scenarios import candidate_description
 from scheduler_core.profiles import Profile, ProfileError, load_profiles
@@ -130,7 +131,12 @@ def candidate_validate(
         return Candidate(CandidateSource.YAML, chosen.name, text, chosen.describe())
     if not name:
         raise ReplayRequestInvalid(
-            {"candidate_profile": ["name a configured profile, or give profile YAML in candidate_yaml"]}
+            {
+                "candidate_profile": [
+                    "name a configured profile, give profile YAML in candidate_yaml "
+                    "or a recorded version in candidate_version"
+                ]
+            }
         )
     configuration = profile_configuration()
     configured: Mapping[str, Profile] = configuration.profiles
@@ -161,6 +167,7 @@ def history_replay_start(
     candidate_version: str = "",
     created_by: str = "",
     runner: str | None = None,
+    compare_learning: str = "",
 ) -> HistoryReplay:
     """Validate, create the ``queued`` row, and hand it to ``runner`` (default ``SCHEDLENS_REPLAY_RUNNER``) once
     the transaction commits: ``celery`` queues the task, ``process`` leaves it to ``manage.py run_replays``,
@@ -169,10 +176,16 @@ def history_replay_start(
     ``selection``: a :class:`~dashboard.replays.selectors.ReplaySelection`, or its fields as strings from a form or
     JSON (``since``, ``until``: ISO 8601; ``last``: a count; ``namespace``, ``profile``, ``node``); neither a time
     range nor ``last``: the last :data:`~dashboard.replays.selectors.DEFAULT_LAST` cycles.
+    ``compare_learning``: ``on`` also compares, over the same cycles under the candidate, the herd estimate with
+    traffic learned per workload against the constant; ``off`` the constant against learned traffic; empty: no
+    comparison.
     Raises :class:`ReplayRequestInvalid` naming the bad fields (``selection.<field>``, ``candidate_profile``,
-    ``candidate_yaml``).
+    ``candidate_yaml``, ``compare_learning``).
     """
     errors: dict[str, list[str]] = {}
+    compare = (compare_learning or "").strip()
+    if compare not in CompareLearning.values:
+        errors["compare_learning"] = [f"{compare!r} is not one of: on, off (or empty: no comparison)"]
     chosen: ReplaySelection | None = None
     if isinstance(selection, ReplaySelection):
         chosen = selection
@@ -201,6 +214,7 @@ def history_replay_start(
         candidate_yaml=candidate.yaml,
         candidate_version=candidate.version,
         candidate_scenario=msgspec.to_builtins(description),
+        compare_learning=compare,
     )
     how = runner or settings.SCHEDLENS_REPLAY_RUNNER
     if how == "celery":
@@ -315,6 +329,10 @@ def _run(replay: HistoryReplay, *, progress: Progress | None, chunk_size: int) -
     )
     reader = CycleReader()
     builder = ReportBuilder(profile_version_descriptions(), candidate.description, description=description)
+    comparer = None
+    if replay.compare_learning:
+        before = CONSTANT if replay.compare_learning == CompareLearning.ON else LEARNED
+        comparer = learning_comparer(ids=ids, before=before, candidate=candidate.description)
     started = datetime.now(UTC)
     done = 0
     if progress is not None:
@@ -323,10 +341,14 @@ def _run(replay: HistoryReplay, *, progress: Progress | None, chunk_size: int) -
         chunk = ids[start : start + chunk_size]
         for cycle in replay_cycles(chunk, reader=reader):
             builder.add(cycle)
+            if comparer is not None and not cycle.skipped:
+                comparer.add(cycle, builder.scenarios(cycle)[1])
         done += len(chunk)
         HistoryReplay.objects.filter(pk=replay.pk).update(progress_done=done, heartbeat_at=timezone.now())
         if progress is not None:
             progress(done, total)
     report = builder.report(cycles_selected=total)
+    if comparer is not None:
+        report.learning = comparer.report()
     report.seconds = round((datetime.now(UTC) - started).total_seconds(), 3)
     return report

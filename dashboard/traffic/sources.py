@@ -79,10 +79,15 @@ def recent_pods_reader() -> PodReader | None:
     return PrometheusOutcomeSource(transport, pod_traffic_query()).recent_pod_bytes
 
 
+def prometheus_address(query: TrafficQuery) -> str:
+    """The Prometheus a query is answered by: its plugin's ``address``, else ``PROMETHEUS_URL``; empty: none."""
+    return query.address or settings.PROMETHEUS_URL
+
+
 def traffic_source_for(
     query: TrafficQuery, *, timeout_seconds: float | None = None, retries: int | None = None
 ) -> TrafficSource:
-    url = query.address or settings.PROMETHEUS_URL
+    url = prometheus_address(query)
     if not url:
         return unaddressed_source(SyntheticTrafficSource(known_node_names))
     # Only with a Prometheus to ask: a heavy import the demo's synthetic traffic never needs.

@@ -43,6 +43,7 @@ FORM_FIELDS = (
     "candidate_yaml",
     "candidate_file",
     "candidate_version",
+    "compare_learning",
 )
 SOURCES = ("profile", "yaml", "version")
 MAX_FORM_BYTES = 2 * MAX_YAML_BYTES + 64 * 1024
@@ -132,6 +133,7 @@ def _start(request: HttpRequest) -> tuple[HistoryReplay | None, StartForm]:
             candidate_yaml=yaml_text if source == "yaml" else "",
             candidate_version=form.values.get("candidate_version", "").strip() if source == "version" else "",
             created_by=request.user.get_username(),
+            compare_learning=form.values.get("compare_learning", ""),
         )  # fmt: skip
     except ReplayRequestInvalid as exc:
         for key, messages in exc.errors.items():

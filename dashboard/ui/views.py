@@ -20,6 +20,7 @@ from dashboard.filters import CycleFilterSet
 from dashboard.models import NodeMode, Outcome, SchedulingCycle
 from dashboard.outcomes.selectors import outcome_figures, outcome_get
 from dashboard.placements.selectors import pending_glimpse
+from dashboard.replays.learning import learning_what_if
 from dashboard.selectors.cycles import (
     BadCursorError,
     Cursor,
@@ -38,6 +39,7 @@ from dashboard.selectors.profile_versions import (
 from dashboard.selectors.profiles import ConfiguredProfiles, profile_configuration
 from dashboard.ui import candidate_table, presenters, selectors
 from dashboard.ui.whatif import parse_what_if
+from scheduler_core.history_replay.report import CONSTANT, LEARNED
 from scheduler_core.history_replay.scenarios import recorded_scenario
 from scheduler_core.replay import RecordedInputs, compare, replay
 
@@ -206,7 +208,15 @@ def what_if(request: HttpRequest, pk: int) -> HttpResponse:
         window_text = f"{view.traffic_terms.window_text}; {assumed}"
     form = parse_what_if(request.GET, base=base, profiles=profiles)
     before = replay(inputs, base)
-    after = replay(inputs, form.scenario) if form.submitted else None
+    learning = None
+    if form.submitted and form.learning:
+        learning = learning_what_if(
+            cycle_id=pk,
+            inputs=inputs,
+            description=recorded.description or {},
+            mode=LEARNED if form.learning == "on" else CONSTANT,
+        )
+    after = replay(learning.inputs if learning is not None else inputs, form.scenario) if form.submitted else None
     context = {
         "d": view,
         "cycle": view.cycle,
@@ -218,6 +228,7 @@ def what_if(request: HttpRequest, pk: int) -> HttpResponse:
         "replayable": bool(inputs.candidates),
         "window_text": window_text,
         "profile_version": recorded,
+        "learning": learning,
         **_profiles_context(configured),
     }
     return render(request, "dashboard/what_if.html", context, status=_status(configured))

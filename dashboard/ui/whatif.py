@@ -39,6 +39,20 @@ class WhatIfForm:
     profile_answer_scale: str = ""
     """The scale the profile form asked for; empty: the chosen profile's own."""
     answer_scales: tuple[str, ...] = ANSWER_SCALES
+    learning: str = ""
+    """``on``: the herd bytes rebuilt with traffic learned per workload; ``off``: with the constant; empty: as
+    recorded (``dashboard.replays.learning.learning_what_if``)."""
+
+
+LEARNING_CHOICES = ("on", "off")
+
+
+def _learning(params: QueryDict, errors: list[str]) -> str:
+    learning = params.get("learning", "").strip()
+    if learning and learning not in LEARNING_CHOICES:
+        errors.append(f"learning: must be on (learned traffic) or off (the constant), got {learning[:20]!r}")
+        return ""
+    return learning
 
 
 def _answer_scale(params: QueryDict, errors: list[str]) -> str:
@@ -56,6 +70,7 @@ def parse_what_if(params: QueryDict, *, base: Scenario, profiles: Mapping[str, M
     errors: list[str] = []
     scenario: Scenario | None = None
     scale = _answer_scale(params, errors)
+    learning = _learning(params, errors)
     if mode == "profile" and profile:
         if profile in profiles:
             # The recorded raw bytes cover the recorded window, whatever window the other profile reads.
@@ -103,6 +118,9 @@ def parse_what_if(params: QueryDict, *, base: Scenario, profiles: Mapping[str, M
                 label="custom",
                 answer_scale=scale or base.answer_scale,
             )
+    if scenario is None and learning and not errors:  # the decision as recorded, only the herd estimate changed
+        what = "traffic learned per workload" if learning == "on" else "the constant assumedBytesPerPod"
+        scenario = replace(base, label=f"{base.label}, herd estimate from {what}")
     shown = scenario or base
     return WhatIfForm(
         scenario=shown,
@@ -116,4 +134,5 @@ def parse_what_if(params: QueryDict, *, base: Scenario, profiles: Mapping[str, M
         submitted=scenario is not None,
         answer_scale=scale or base.answer_scale,
         profile_answer_scale=scale if mode == "profile" else "",
+        learning=learning,
     )

@@ -15,4 +15,6 @@ The modules, by concern:
   :func:`scheduler_core.replay.replay` of each.
 - :mod:`~scheduler_core.history_replay.scenarios`: the recorded scenario of a cycle and the candidate's description.
 - :mod:`~scheduler_core.history_replay.report_builder`: replays cycles both ways and folds them into the report.
+- :mod:`~scheduler_core.history_replay.learning`: the comparison of traffic learned per workload with the constant
+  (each cycle replayed under the candidate with the herd bytes of each).
 """

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import msgspec
 
+from scheduler_core.workload_traffic import AssumedBytes
+
 CAVEATS: tuple[str, ...] = (
     "Recorded inputs are reused: each cycle is replayed over the candidates kube-scheduler sent then, the traffic "
     "figures measured then and the other plugins' recorded verdicts and scores. Nothing is asked of the cluster or "
@@ -132,6 +134,99 @@ class CandidateDescription(msgspec.Struct, gc=False):
     """Where a configured candidate was read from: the profiles file, or empty for the built-in default (and YAML)."""
 
 
+CONSTANT = "constant"
+LEARNED = "learned"
+MODES = (CONSTANT, LEARNED)
+"""What the herd estimate assumes a bound pod adds: ``assumedBytesPerPod`` for every pod, or its workload's traffic
+learned from the outcomes recorded before the cycle (the constant when too few)."""
+
+
+class ErrorSummary(msgspec.Struct, gc=False):
+    """The herd estimate's relative error for the pods with a measured outcome, under one mode:
+    ``(measured − assumed) / assumed`` over the outcome's longest window, as the balance page computes it."""
+
+    pods: int = 0
+    mean: float | None = None
+    mean_abs: float | None = None
+    """Mean of ``|relative error|``: 0 is exact."""
+    bounds: list[float] = msgspec.field(default_factory=list)
+    """Upper bounds of the histogram's buckets (``scheduler_core.outcomes.arithmetic.RELATIVE_ERROR_BUCKETS``)."""
+    counts: list[int] = msgspec.field(default_factory=list)
+    """Pods per bucket: ``counts[i]`` ≤ ``bounds[i]`` (and above the one before); the last: above every bound."""
+
+
+class LearningSide(msgspec.Struct, gc=False):
+    """One mode's figures over the compared cycles."""
+
+    mode: str
+    error: ErrorSummary = msgspec.field(default_factory=ErrorSummary)
+    quietest: Count = msgspec.field(default_factory=Count)
+    """Cycles whose preferred node ended the outcome's longest window no busier than every other node measured
+    (the bound node and its runner-ups); n: cycles whose preferred node was among those measured."""
+    sources: dict[str, int] = msgspec.field(default_factory=dict)
+    """How many of the cycles' pods were assumed from each source (``constant``, ``learned``)."""
+
+
+class NodeHerd(msgspec.Struct, gc=False):
+    """A node of a compared cycle: the traffic measured then and the herd bytes under each mode."""
+
+    node: str
+    measured_bytes: float | None
+    """Its recorded raw bytes over the query window (None: no series)."""
+    herd_before: float
+    herd_after: float
+    binds: int
+    """Recent binds on it that weigh on the herd (each × its decayed weight × its assumed bytes)."""
+
+
+class LearningCycle(msgspec.Struct, gc=False):
+    """One compared cycle: the preferred node and the pod's assumed bytes under each mode, and what it measured."""
+
+    cycle_id: int
+    started_at: str
+    pod_namespace: str
+    pod_name: str
+    workload: str
+    before_node: str
+    after_node: str
+    before_assumed: AssumedBytes
+    after_assumed: AssumedBytes
+    nodes: list[NodeHerd] = msgspec.field(default_factory=list)
+    """The preferred nodes (before, then after when another)."""
+    measured_pod_bytes: float | None = None
+    """What the pod received and sent in its outcome's longest window (None: no measured outcome)."""
+    measured_seconds: int = 0
+    before_error: float | None = None
+    after_error: float | None = None
+    before_quietest: bool | None = None
+    after_quietest: bool | None = None
+
+
+class LearningComparison(msgspec.Struct, gc=False):
+    """Learned traffic against the constant over the replayed cycles: both under the candidate profile, differing
+    only in what the herd estimate assumes each bound pod adds (:mod:`~scheduler_core.history_replay.learning`)."""
+
+    before: str
+    """The mode compared from (``constant`` or ``learned``)."""
+    after: str
+    constant_bytes: float
+    """``assumedBytesPerPod`` over the query window (the candidate's)."""
+    decay_seconds: float
+    """How long a bind weighs on its node (``herdDecaySeconds``, else the traffic refresh interval)."""
+    window_seconds: int
+    cycles_compared: int = 0
+    not_compared: dict[str, int] = msgspec.field(default_factory=dict)
+    """Why cycles were not compared → how many."""
+    changed: Count = msgspec.field(default_factory=Count)
+    before_side: LearningSide = msgspec.field(default_factory=lambda: LearningSide(CONSTANT))
+    after_side: LearningSide = msgspec.field(default_factory=lambda: LearningSide(LEARNED))
+    cycles: list[LearningCycle] = msgspec.field(default_factory=list)
+    cycles_limit: int = 0
+    """At most this many cycles are listed (changed ones first, then oldest first); the totals count them all."""
+    figures: dict[str, str] = msgspec.field(default_factory=dict)
+    caveats: list[str] = msgspec.field(default_factory=list)
+
+
 class HistoryReplayReport(msgspec.Struct, gc=False):
     """What a candidate profile would have changed over a stretch of recorded history."""
 
@@ -168,6 +263,9 @@ class HistoryReplayReport(msgspec.Struct, gc=False):
     caveats: list[str] = msgspec.field(default_factory=lambda: list(CAVEATS))
     seconds: float = 0.0
     """Wall time of the replay (decode and replay)."""
+    learning: LearningComparison | None = None
+    """Learned traffic against the constant over the same cycles, when the replay was asked to compare them
+    (:mod:`~scheduler_core.history_replay.learning`); None in every replay that was not, and in those kept before."""
 
 
 FIGURES: dict[str, str] = {

@@ -6,8 +6,14 @@ one place that words the figures for plain text.
 
 from __future__ import annotations
 
-from scheduler_core.history_replay.report import CandidateDescription, Count, HistoryReplayReport
-from scheduler_core.units import human_rate
+from scheduler_core.history_replay.report import (
+    CandidateDescription,
+    Count,
+    HistoryReplayReport,
+    LearningComparison,
+    LearningCycle,
+)
+from scheduler_core.units import human_bytes, human_rate
 
 
 def _rate_text(value: float | None) -> str:
@@ -85,6 +91,67 @@ def report_lines(report: HistoryReplayReport, *, placements_shown: int = 20, sam
                 f"{change.before_node or '(none)'} → {change.after_node or '(none)'}: {change.why}"
             )
     lines += ["", "What a replay cannot know:", *(f"- {caveat}" for caveat in report.caveats)]
+    if report.learning is not None:
+        lines += ["", *learning_lines(report.learning, cycles_shown=sample_shown)]
+    return lines
+
+
+def _error_text(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.2f}"
+
+
+def _bytes_text(value: float | None) -> str:
+    return "—" if value is None else human_bytes(value)
+
+
+def learning_lines(found: LearningComparison, *, cycles_shown: int = 10) -> list[str]:
+    """The comparison of learned traffic with the constant as text: the totals, then cycles, each with its figures."""
+    lines = [
+        f"Learned traffic against the constant ({found.before} → {found.after}), under the candidate: "
+        f"constant {human_bytes(found.constant_bytes)} per pod over {found.window_seconds} s, binds weigh "
+        f"{found.decay_seconds:g} s",
+        f"  cycles compared: {found.cycles_compared:,}",
+        *(f"  not compared {n:,}: {reason}" for reason, n in found.not_compared.items()),
+        f"  preferred node changed: {_count_text(found.changed)}",
+    ]
+    for side in (found.before_side, found.after_side):
+        error = side.error
+        sources = ", ".join(f"{source} {n:,}" for source, n in side.sources.items()) or "none"
+        lines.append(
+            f"  {side.mode:8s} pods assumed from: {sources}; estimate error over {error.pods:,} measured pods: "
+            f"mean {_error_text(error.mean)}, mean |error| {_error_text(error.mean_abs)}; preferred node stayed "
+            f"quietest: {_count_text(side.quietest)}"
+        )
+    if found.cycles:
+        lines.append(f"  cycles (changed first; {min(cycles_shown, len(found.cycles))} of {len(found.cycles)} listed):")
+        lines += [line for cycle in found.cycles[:cycles_shown] for line in _cycle_lines(found, cycle)]
+    lines += [f"  {name}: {basis}" for name, basis in found.figures.items()]
+    lines += [f"  - {caveat}" for caveat in found.caveats]
+    return lines
+
+
+def _cycle_lines(found: LearningComparison, cycle: LearningCycle) -> list[str]:
+    measured = (
+        f"measured {_bytes_text(cycle.measured_pod_bytes)} in {cycle.measured_seconds} s"
+        if cycle.measured_pod_bytes is not None
+        else "no measured outcome"
+    )
+    lines = [
+        f"    cycle {cycle.cycle_id} {cycle.pod_namespace}/{cycle.pod_name} ({cycle.workload or 'workload unknown'}): "
+        f"{cycle.before_node or '(none)'} → {cycle.after_node or '(none)'}; {measured}",
+    ]
+    for mode, assumed, error in (
+        (found.before, cycle.before_assumed, cycle.before_error),
+        (found.after, cycle.after_assumed, cycle.after_error),
+    ):
+        lines.append(
+            f"      {mode:8s} assumed {human_bytes(assumed.bytes)} ({assumed.text()}), error {_error_text(error)}"
+        )
+    for node in cycle.nodes:
+        lines.append(
+            f"      {node.node}: measured {_bytes_text(node.measured_bytes)} + herd {human_bytes(node.herd_before)} "
+            f"({found.before}) / {human_bytes(node.herd_after)} ({found.after}) from {node.binds} recent bind(s)"
+        )
     return lines
 
 

@@ -194,6 +194,11 @@ def candidate_names(ctx: CycleContext, nodes: Sequence[NodeInfo]) -> list[str]:
     return shared_column(ctx.shared, "names", (nodes,), lambda: list(map(attrgetter("name"), nodes)))
 
 
+def seed_candidate_names(shared: SharedColumns, nodes: Sequence[NodeInfo], names: list[str]) -> None:
+    """Make ``names`` (``nodes``' names, in order, never mutated) what :func:`candidate_names` answers for ``nodes``."""
+    shared.put("names", ((nodes,), names))
+
+
 def candidate_positions(ctx: CycleContext, nodes: Sequence[NodeInfo]) -> dict[str, int]:
     """Each candidate's position by name: once per candidate list, to visit only the few nodes a map names."""
     names = candidate_names(ctx, nodes)
@@ -201,6 +206,10 @@ def candidate_positions(ctx: CycleContext, nodes: Sequence[NodeInfo]) -> dict[st
 
 
 class FilterPlugin(Protocol):
+    """Judges each candidate; a plugin whose verdict on a node never depends on the other candidates says so with
+    ``judges_nodes_alone = True``, and is then asked once about every node of the cluster and its verdicts reused
+    for each window of it (:func:`scheduler_core.engine.run_filter_window`)."""
+
     name: ClassVar[str]
 
     def filter(self, ctx: CycleContext, nodes: Sequence[NodeInfo]) -> Sequence[Verdict]: ...

@@ -38,6 +38,7 @@ class NodeResourceFitByCR:
 
     name: ClassVar[str] = "NodeResourceFitByCR"
     args_type: ClassVar[type[PluginArgs]] = NodeResourceFitByCRArgs
+    judges_nodes_alone: ClassVar[bool] = True
 
     def __init__(self, args: NodeResourceFitByCRArgs) -> None:
         self.args = args

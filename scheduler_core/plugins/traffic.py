@@ -350,6 +350,7 @@ class TrafficThreshold:
 
     name: ClassVar[str] = "TrafficThreshold"
     args_type: ClassVar[type[PluginArgs]] = TrafficThresholdArgs
+    judges_nodes_alone: ClassVar[bool] = True
 
     def __init__(self, args: TrafficThresholdArgs) -> None:
         self.args = args
@@ -360,10 +361,10 @@ class TrafficThreshold:
     def filter(self, ctx: CycleContext, nodes: Sequence[NodeInfo]) -> Sequence[Verdict]:
         reading = read_traffic(ctx, self.args)
         fail_missing = self.args.fail_missing
-        if reading.snapshot is None:
-            if fail_missing:
-                return [Verdict(f"traffic metrics unavailable: {reading.missing_reason}")] * len(nodes)
-            return [PASS] * len(nodes)
+        if reading.snapshot is None:  # the same list while the reason lasts: the outcome is worked out once
+            verdict = Verdict(f"traffic metrics unavailable: {reading.missing_reason}") if fail_missing else PASS
+            key = (self.name, "missing", verdict)
+            return shared_column(ctx.shared, key, (nodes,), lambda: [verdict] * len(nodes))
         snapshot = reading.snapshot
         # A function of the snapshot and the candidates: kept with the candidate list until the next snapshot.
         judge = partial(self._verdicts, node_bytes(ctx, snapshot, nodes))

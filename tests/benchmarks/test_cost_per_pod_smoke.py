@@ -117,3 +117,16 @@ def test_the_ingest_parts_study_drains_real_cycles_and_reads_the_ingester_s_cpu(
     assert found, done.stdout
     assert float(found.group(1)) > 0
     assert "spool_ingest" in done.stdout, "the profile names the ingest"
+
+
+@pytest.mark.parametrize("lists", [(), ("--fixed-window",)])
+def test_the_verb_parts_study_runs_the_verbs_on_kube_scheduler_s_lists_and_reads_their_cpu(lists) -> None:
+    command = [sys.executable, "-m", "benchmarks.cost.verb_parts", "--pods", "8", "--rounds", "2", "--nodes", "200"]
+    done = subprocess.run([*command, *lists, "--profile", "5"], cwd=REPO, capture_output=True, text=True, timeout=600)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = re.search(r"verbs' CPU ms per pod \(.*8 pods a round, 200 nodes, (.*)\): median ([\d.]+) of 2", done.stdout)
+    assert found, done.stdout
+    assert found.group(1) == ("the same window for every pod" if lists else "kube-scheduler's windows")
+    assert float(found.group(2)) > 0
+    assert "scheduler_core/" in done.stdout, "the profile names the verbs' code"

@@ -116,3 +116,38 @@ def test_an_operator_replays_history_under_pasted_yaml_and_reads_the_report(
     expect(row).to_contain_text("Done")
     expect(row).to_contain_text("the last 10 cycles, namespace shop")
     expect(row).to_contain_text("olga")
+
+
+def test_an_operator_compares_learned_traffic_with_the_constant_on_the_replay_and_the_what_if(
+    page, live_server, operator_login, recorder
+):
+    """Without outcomes nothing is learned: every pod is assumed the constant under both modes, and the pages say so
+    with the figures (the test of the figures themselves is tests/dashboard/replays/test_learning_comparison.py)."""
+    cycles = [recorder.schedule(make_pod(f"web-{i}", "shop"), nodes=FIVE) for i in range(3)]
+
+    operator_login("/replays/")
+    page.get_by_label("Last N cycles").fill("3")
+    page.get_by_label("Also compare, under the candidate, the herd estimate's assumed bytes per pod").select_option(
+        "on"
+    )
+    page.get_by_role("button", name="Start the replay").click()
+    replay = HistoryReplay.objects.get()
+    assert replay.compare_learning == "on"
+    history_replay_run(replay.pk)
+    expect(page.locator("#replay-status")).to_have_text("Done")
+
+    section = page.locator("#replay-learning")
+    expect(section).to_contain_text("Learned traffic against the constant: constant → learned")
+    expect(page.locator("#learning-headline")).to_contain_text("0 of the 3 cycles compared prefer another node")
+    expect(section.locator('tr[data-figure="sources"] td').nth(1)).to_have_text("constant 3")
+    row = section.locator(f'tr[data-cycle="{cycles[0].id}"]')
+    expect(row).to_contain_text("fallback: the constant assumedBytesPerPod")
+
+    row.get_by_role("link", name=str(cycles[0].id)).click()
+    page.get_by_role("link", name=re.compile("What if")).click()
+    page.get_by_label("Herd estimate").select_option("on")
+    page.locator("#whatif-learning").get_by_role("button", name="Replay").click()
+    expect(page).to_have_url(re.compile(rf"/cycles/{cycles[0].id}/what-if/\?learning=on"))
+    figures = page.locator("#whatif-learning-figures")
+    expect(figures.locator('[data-assumed="learned"]')).to_contain_text("fallback: the constant assumedBytesPerPod")
+    expect(page.locator("#whatif-result")).to_contain_text("Our highest score would stay on")

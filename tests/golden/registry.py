@@ -30,6 +30,8 @@ COLUMN = "jsonb column"
 """Form: ``PACK_KEY`` (a packed value) or ``"plain"``."""
 OUTCOME = "placement outcome"
 """Form: ``"json v1"`` (``dashboard.outcomes.codec``: an outcome's estimate and windows in their jsonb columns)."""
+REPLAY_REPORT = "history replay report"
+"""Form: ``"json v1"`` (``HistoryReplay.report``: ``HistoryReplayReport`` as JSON, every field written)."""
 AUDIT_LINK = "audit chain link"
 """Form: ``"json call"`` or ``"body call"`` (a body's SHA-256 in the chained content)."""
 
@@ -89,6 +91,9 @@ FIXTURES: dict[str, tuple[str, Any]] = {
     # A placement outcome's jsonb columns (``dashboard.outcomes.codec``).
     "outcomes/estimate_v1.bin": (OUTCOME, "json v1"),
     "outcomes/windows_v1.bin": (OUTCOME, "json v1"),
+    # A history replay's report (``dashboard.replays.selectors.history_replay_report``).
+    "replays/report_v1.bin": (REPLAY_REPORT, "json v1"),  # before its learning comparison
+    "replays/report_learning.bin": (REPLAY_REPORT, "json v1"),
 }
 """Fixture (path under ``tests/golden``) → (kind, form)."""
 

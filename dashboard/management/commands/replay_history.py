@@ -45,6 +45,13 @@ class Command(BaseCommand):
         parser.add_argument("--namespace", help="pods of this namespace only")
         parser.add_argument("--profile-recorded", help="cycles recorded under this profile only")
         parser.add_argument("--node", help="cycles with this node among the candidates only")
+        parser.add_argument(
+            "--compare-learning",
+            choices=("on", "off"),
+            default="",
+            help="also compare, under the candidate, the herd estimate with traffic learned per workload against "
+            "the constant assumedBytesPerPod (on: constant → learned; off: learned → constant)",
+        )
         parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
         parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
@@ -77,12 +84,14 @@ class Command(BaseCommand):
                 candidate_version=options["profile_version"] or "",
                 created_by="manage.py replay_history",
                 runner="none",
+                compare_learning=options["compare_learning"],
             )
         except ReplayRequestInvalid as exc:
             flags = {
                 "candidate_profile": "--profile",
                 "candidate_yaml": "--profile-file",
                 "candidate_version": "--profile-version",
+                "compare_learning": "--compare-learning",
             }
             problems = "; ".join(
                 f"{flags.get(field, '--' + field.removeprefix('selection.').replace('profile', 'profile-recorded'))}: "

@@ -13,7 +13,7 @@ import pytest
 from dashboard.outcomes.models import OutcomeStatus, PlacementOutcome
 from dashboard.outcomes.services import HOST_NETWORK, NO_SERIES, outcomes_refresh
 from tests.dashboard.outcomes.conftest import at
-from tests.support.kube_scheduler import KubeScheduler
+from tests.support.kube_scheduler import PROFILES, KubeScheduler
 from tests.support.outcome_data import (
     ATTRIBUTED_POD,
     HOST_NETWORK_POD,
@@ -148,3 +148,30 @@ def test_outside_the_demo_without_prometheus_no_outcome_is_invented(db, kube_sch
     outcome = PlacementOutcome.objects.get(cycle=cycle)
     assert outcome.windows == []
     assert "no Prometheus configured" in outcome.error
+
+
+def test_a_profile_naming_its_own_prometheus_has_its_outcomes_read_there(
+    db, kube_scheduler, anchor, settings, tmp_path, closed_port_url
+):
+    """NetworkTraffic's ``address`` answers the traffic refresh of its profile; the outcome job reads that profile's
+    cycles there too, not from PROMETHEUS_URL (here a port where nothing listens)."""
+    cycle = bound(kube_scheduler, name=ATTRIBUTED_POD, seconds=anchor - 17 * 60)
+    own = tmp_path / "own-prometheus.yaml"
+    own.write_text(
+        PROFILES.replace(
+            "- name: gpu-aware",
+            f"  pluginConfig:\n  - {{name: NetworkTraffic, args: {{address: '{settings.PROMETHEUS_URL}'}}}}\n"
+            "- name: gpu-aware",
+        ),
+        encoding="utf-8",
+    )
+    settings.SCHEDLENS_CONFIG = str(own)
+    settings.PROMETHEUS_URL = closed_port_url
+
+    result = outcomes_refresh(now=anchor)
+
+    assert result.error == ""
+    outcome = PlacementOutcome.objects.get(cycle=cycle)
+    assert (outcome.status, outcome.complete, outcome.error) == (OutcomeStatus.MEASURED, True, "")
+    assert windows(outcome)[60]["node_bytes"] == pytest.approx(NODE_RATES["node-2"] * 60)
+    assert windows(outcome)[60]["pod_bytes"] == pytest.approx((POD_RECEIVE_RATE + POD_TRANSMIT_RATE) * 60)

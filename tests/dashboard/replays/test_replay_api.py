@@ -58,6 +58,25 @@ def test_a_replay_started_through_the_api_is_read_back_with_its_report(api, reco
     assert "report" not in listed["results"][0]
 
 
+def test_a_replay_started_through_the_api_can_name_a_recorded_profile_version(api, recorded):
+    from dashboard.models import ProfileVersion
+
+    version = ProfileVersion.objects.filter(profile="default").order_by("-noted_at").first()
+    assert version is not None, "the recorded cycles stored their profile's version"
+
+    response = api.post(
+        "/api/v1/replays/",
+        {"selection": {"last": 5, "profile": "default"}, "candidate_version": version.digest},
+        format="json",
+    )
+
+    assert response.status_code == 202, response.content
+    assert HistoryReplay.objects.get(pk=response.json()["id"]).candidate_version == version.digest
+    refused = api.post("/api/v1/replays/", {"candidate_version": "0123456789ab"}, format="json")
+    assert refused.status_code == 400
+    assert "candidate_version" in refused.json()["field"], refused.json()
+
+
 @pytest.mark.parametrize(
     ("body", "field", "words"),
     [

@@ -7,11 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from dashboard.outcomes.codec import OUTCOME_FORMS_READ
+from dashboard.replays.selectors import REPORT_FORMS_READ
 from dashboard.storage.call_body import BODY_FORMATS_READ
 from dashboard.storage.packed_json import PACK_KEY
 from scheduler_core.spool_codec import INTENT_FORMS, SPOOL_BINARY_FORMS
 from tests.dashboard import test_golden_spool_forms
 from tests.dashboard.outcomes import test_golden_outcome_forms
+from tests.dashboard.replays import test_golden_replay_report
 from tests.dashboard.storage import test_golden_call_bodies
 from tests.golden.registry import (
     AUDIT_LINK,
@@ -22,6 +24,7 @@ from tests.golden.registry import (
     GOLDEN,
     NOT_FIXTURES,
     OUTCOME,
+    REPLAY_REPORT,
     SHARED_PART,
     SPOOL_FILE,
     SPOOL_RECORD,
@@ -48,6 +51,7 @@ def readable_forms() -> dict[str, set[Any]]:
         COLUMN: {PACK_KEY, "plain"},
         AUDIT_LINK: {"json call", "body call"},
         OUTCOME: set(OUTCOME_FORMS_READ),
+        REPLAY_REPORT: set(REPORT_FORMS_READ),
     }
 
 
@@ -90,7 +94,12 @@ def test_every_fixture_is_of_the_form_it_is_registered_as() -> None:
 
 
 def test_every_kind_of_fixture_is_read_by_a_test() -> None:
-    tested = test_golden_spool_forms.TESTED | test_golden_call_bodies.TESTED | test_golden_outcome_forms.TESTED
+    tested = (
+        test_golden_spool_forms.TESTED
+        | test_golden_call_bodies.TESTED
+        | test_golden_outcome_forms.TESTED
+        | test_golden_replay_report.TESTED
+    )
     assert {kind for kind, _ in FIXTURES.values()} <= tested
 
 
