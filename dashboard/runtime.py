@@ -27,13 +27,14 @@ from django.core.exceptions import ImproperlyConfigured
 from dashboard.bind_intents import IntentReconciler, SpoolBindJournal
 from dashboard.outcomes.learned_table import PROCESS_LEARNED, LearnedTrafficFollower
 from dashboard.spool import Spool
-from dashboard.traffic.sources import unaddressed_source
-from dashboard.traffic.view import LocalInputs, build_inputs
+from dashboard.traffic.sources import recent_pods_reader, unaddressed_source
+from dashboard.traffic.view import LocalInputs, build_inputs, reconciling_queries
 from scheduler_core.binding import Binder, SimulatedBinder, UnconfiguredBinder
 from scheduler_core.cluster import ClusterView, FileCluster, StaticCluster
 from scheduler_core.profile_versions import encode_note, version_notes
 from scheduler_core.profiles import Profile, load_profiles
 from scheduler_core.traffic import TrafficQuery, TrafficSource
+from scheduler_core.traffic.pods import PodReads
 from scheduler_core.traffic.store import BackgroundRefresher, TrafficStore
 from scheduler_core.traffic.synthetic import SyntheticTrafficSource
 from scheduler_core.verbs import Extender
@@ -149,11 +150,25 @@ class Runtime:
             queries = set()  # the workers refresh; this process only reads
         self.bind_watch = self._bind_watch()
         self.refresher = BackgroundRefresher(
-            self.traffic, self._source_for, queries, interval=settings.SCHEDLENS_TRAFFIC_REFRESH_SECONDS
+            self.traffic,
+            self._source_for,
+            queries,
+            interval=settings.SCHEDLENS_TRAFFIC_REFRESH_SECONDS,
+            pods=self._pod_reads(),
         )
         self._sources: dict[str, TrafficSource] = {}
         names = getattr(self.cluster, "node_names", None)
         self._synthetic = SyntheticTrafficSource(names if callable(names) else list)
+
+    def _pod_reads(self) -> PodReads | None:
+        """In-process mode: this process's refresh reads the pods of its own recent binds, for the profiles that
+        reconcile them (``scheduler_core.traffic.pods``)."""
+        queries = reconciling_queries(self.profiles)
+        reader = recent_pods_reader() if queries and isinstance(self.inputs, LocalInputs) else None
+        if reader is None or not isinstance(self.inputs, LocalInputs):
+            return None
+        binds = self.inputs.binds
+        return PodReads(reader, lambda: binds.recent_binds(time.time()).pods, queries)
 
     def _bind_watch(self) -> PlacementWatcher | None:
         """In-process mode against a cluster: this process's own watch of the pods bound, for the herd estimate.

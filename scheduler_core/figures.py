@@ -29,6 +29,17 @@ from scheduler_core.units import score_text
 
 
 @dataclass(frozen=True, slots=True)
+class ReconciledFigures:
+    """A recent bind counted by its pod's own traffic (``reconcileHerd``): ``counted = max(0, assumed − observed)``."""
+
+    pod: str
+    assumed_bytes: float
+    observed_bytes: float
+    """The pod's own bytes over the query window, read with the node's measurement."""
+    counted_bytes: float
+
+
+@dataclass(frozen=True, slots=True)
 class TrafficFigures:
     """What a node's ``NetworkTraffic`` score follows from."""
 
@@ -50,6 +61,9 @@ class TrafficFigures:
     """Why the node has no usable measurement (it then scores the neutral value, or 0 under ``missingPolicy: fail``)."""
     missing_score: float | None
     """What a node without a usable measurement scores under the profile's policy (None: an older record)."""
+    herd_reconciled: tuple[ReconciledFigures, ...] = ()
+    """The node's recent binds counted by their pods' own traffic; ``herd_bytes`` is their ``counted_bytes`` plus
+    what its other binds (``herd_binds`` in all) add decaying, rounded to whole bytes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +100,20 @@ def _binds_text(count: int | None) -> str:
     return f"{count} recent bind" + ("" if count == 1 else "s")
 
 
+def _reconciled_text(figures: TrafficFigures) -> str:
+    """``: shop/web-a max(0, 300,000,000 assumed − 125,000,000 observed) = 175,000,000, the other 1 decayed``."""
+    if not figures.herd_reconciled:
+        return ""
+    parts = [
+        f"{bind.pod} max(0, {_exact(bind.assumed_bytes)} assumed − {_exact(bind.observed_bytes)} observed) = "
+        f"{_exact(bind.counted_bytes)}"
+        for bind in figures.herd_reconciled
+    ]
+    others = (figures.herd_binds or 0) - len(figures.herd_reconciled)
+    rest = f", the other {others} decayed" if others > 0 else ""
+    return ": " + "; ".join(parts) + rest
+
+
 def seconds_text(value: float) -> str:
     """An age as a person reads it: ``2.2 s``, ``35 ms``."""
     return f"{value:.1f} s" if value >= 0.1 else f"{value * 1000:.0f} ms"
@@ -106,6 +134,10 @@ class TrafficColumn:
         herd = numpy.zeros(len(raw))
         herd[: len(plugin.herd_bytes)] = plugin.herd_bytes[: len(raw)]
         self._estimates = raw + herd
+        self.reconciled: dict[int, list[ReconciledFigures]] = {}
+        for bind in plugin.herd_reconciled:
+            figures = ReconciledFigures(bind.pod, bind.assumed, bind.observed, bind.counted)
+            self.reconciled.setdefault(bind.node, []).append(figures)
         self.max_estimate: float | None = None
         self.max_node = ""
         if len(raw) and not numpy.isnan(self._estimates).all():
@@ -133,6 +165,7 @@ class TrafficColumn:
             metric_age_seconds=plugin.metric_age_seconds,
             missing_reason=missing_reason,
             missing_score=plugin.missing_score,
+            herd_reconciled=tuple(self.reconciled.get(index, ())),
         )
 
     def arithmetic(self, figures: TrafficFigures, normalized: float) -> str:
@@ -155,7 +188,7 @@ class TrafficColumn:
                 binds += f", the newest {seconds_text(figures.herd_newest_bind_age_seconds)} before"
             origin = (
                 f"estimate {estimate} = {_exact(figures.measured_bytes)} measured + "
-                f"{_exact(figures.herd_bytes)} assumed ({binds}); "
+                f"{_exact(figures.herd_bytes)} assumed ({binds}{_reconciled_text(figures)}); "
             )
         largest = f"{_exact(figures.max_estimate_bytes)} ({figures.max_estimate_node})"
         return f"{origin}100 − {estimate} × 100 / {largest} = {score_text(normalized)}"

@@ -9,6 +9,14 @@ elsewhere (other extenders, its own scores), but a bind is a pod that will run t
 A pod recorded twice (by the ``bind`` verb and later by a placement watcher that sees kube-scheduler's own
 binds) counts once: the log is keyed by pod.
 
+Reconciliation (``reconcileHerd``): once a bound pod's own traffic shows in the node's measurement, the bind counts
+only what the measurement does not yet hold for it, ``max(0, assumed − observed)``, as koordinator's load-aware
+estimator reconciles, instead of the linear decay. ``observed`` is the pod's bytes over the node query's window, read
+by the same background refresh as the node's bytes (:attr:`TrafficSnapshot.bytes_by_pod`), so both are like for like.
+A bind whose pod has no series in that refresh (host network, not scraped yet, no Prometheus, a refresh from before the
+bind) decays as before. Either way a bind's weight ends ``decay_seconds`` after it: reconciliation replaces the ramp
+within that horizon, not the horizon (set ``herdDecaySeconds`` to the query window to reconcile over all of it).
+
 This module is plain Python; the shared, Redis-backed log lives in ``dashboard.traffic``.
 """
 
@@ -49,6 +57,9 @@ class RecentBinds:
     bytes: Floats | None = None
     """Each entry's own assumed bytes (its workload's learned traffic, its override:
     ``scheduler_core.workload_traffic``; NaN: the scoring plugin's constant); None: every entry's is the constant."""
+    pods: tuple[str, ...] = ()
+    """Each entry's pod as ``namespace/name`` (empty: not known), whose own traffic reconciles it; empty when no entry
+    has one (a log of an earlier version)."""
 
     @property
     def by_node(self) -> dict[str, tuple[float, ...]]:
@@ -63,9 +74,10 @@ NO_BINDS = RecentBinds()
 
 
 class BindLog(Protocol):
-    def record_bind(self, *, node: str, pod: str, at: float, bytes: float | None = None) -> None:
+    def record_bind(self, *, node: str, pod: str, at: float, bytes: float | None = None, name: str = "") -> None:
         """Remember that ``pod`` (its UID, or namespace/name) was bound to ``node`` at ``at`` (Unix seconds);
-        ``bytes``: what the pod is assumed to add, when not the constant (learned, overridden)."""
+        ``bytes``: what the pod is assumed to add, when not the constant (learned, overridden); ``name``: the pod's
+        ``namespace/name``, by which its own traffic is read (empty: not known)."""
         ...
 
     def recent_binds(self, now: float) -> RecentBinds: ...
@@ -90,23 +102,26 @@ class InMemoryBindLog:
         self.horizon_seconds = horizon_seconds
         self.default_decay_seconds = horizon_seconds if default_decay_seconds is None else default_decay_seconds
         self._lock = threading.Lock()
-        self._binds: dict[str, tuple[str, float, float]] = {}
-        """pod → (node, bound at, its assumed bytes or NaN: the constant)."""
+        self._binds: dict[str, tuple[str, float, float, str]] = {}
+        """pod → (node, bound at, its assumed bytes or NaN: the constant, its namespace/name or "")."""
         self._pruned_at = -math.inf
         self._recent: RecentBinds | None = None
         """``_binds`` as handed to verbs; None: to be built again from them."""
         self._ids: dict[str, int] = {}
         self._names: list[str] = []
 
-    def record_bind(self, *, node: str, pod: str, at: float, bytes: float | None = None) -> None:
+    def record_bind(self, *, node: str, pod: str, at: float, bytes: float | None = None, name: str = "") -> None:
         own = math.nan if bytes is None else bytes
         with self._lock:
             previous = self._binds.get(pod)
             if previous is None:
-                self._binds[pod] = (node, at, own)
-                self._append(node, at, own)
+                self._binds[pod] = (node, at, own, name)
+                self._append(node, at, own, name)
             elif previous[0] != node:  # rebound elsewhere: it keeps its place in the order, so build again
-                self._binds[pod] = (node, at, own)
+                self._binds[pod] = (node, at, own, name)
+                self._recent = None
+            elif name and not previous[3]:  # the same bind, now with the name its traffic is read by
+                self._binds[pod] = (previous[0], previous[1], previous[2], name)
                 self._recent = None
             self._prune(at)
 
@@ -124,13 +139,16 @@ class InMemoryBindLog:
             self._names.append(node)
         return found
 
-    def _append(self, node: str, at: float, own: float) -> None:
+    def _append(self, node: str, at: float, own: float, name: str) -> None:
         recent = self._recent
         if recent is None or recent.node_ids is None:
             return  # built on the next read
         bytes_ = recent.bytes
         if bytes_ is not None or not math.isnan(own):
             bytes_ = np.append(np.full(len(recent.nodes), math.nan) if bytes_ is None else bytes_, own)
+        pods = recent.pods
+        if pods or name:
+            pods = (*(pods or ("",) * len(recent.nodes)), name)
         self._recent = RecentBinds(
             (*recent.nodes, node),
             np.append(recent.times, at),
@@ -138,21 +156,24 @@ class InMemoryBindLog:
             node_ids=np.append(recent.node_ids, self._number(node)),
             id_names=self._names,
             bytes=bytes_,
+            pods=pods,
         )
 
     def _build(self) -> RecentBinds:
         entries = list(self._binds.values())
         if len(self._names) > 2 * len(entries) + 4096:  # node names churned: number them over
             self._ids, self._names = {}, []
-        nodes = tuple(node for node, _, _ in entries)
-        own = np.fromiter((b for _, _, b in entries), np.float64, len(entries))
+        nodes = tuple(node for node, _, _, _ in entries)
+        own = np.fromiter((b for _, _, b, _ in entries), np.float64, len(entries))
+        pods = tuple(name for _, _, _, name in entries)
         return RecentBinds(
             nodes,
-            np.fromiter((at for _, at, _ in entries), np.float64, len(entries)),
+            np.fromiter((at for _, at, _, _ in entries), np.float64, len(entries)),
             self.default_decay_seconds,
             node_ids=np.fromiter(map(self._number, nodes), np.intp, len(nodes)),
             id_names=self._names,
             bytes=None if np.isnan(own).all() else own,
+            pods=pods if any(pods) else (),
         )
 
     def _prune(self, now: float) -> None:
@@ -162,7 +183,7 @@ class InMemoryBindLog:
             return
         self._pruned_at = now
         cutoff = now - self.horizon_seconds
-        expired = [pod for pod, (_, at, _) in self._binds.items() if at < cutoff]
+        expired = [pod for pod, (_, at, _, _) in self._binds.items() if at < cutoff]
         for pod in expired:
             del self._binds[pod]
         if expired:
@@ -194,6 +215,23 @@ class HerdEstimator:
     def enabled(self) -> bool:
         return self.bytes_per_pod > 0 and self.decay_seconds > 0
 
+    def assumed(self, own_bytes: Floats | None, count: int) -> Floats:
+        """Each bind's assumed bytes: its own, or ``bytes_per_pod`` where it has none (NaN)."""
+        if own_bytes is None:
+            return np.full(count, self.bytes_per_pod)
+        return np.where(np.isnan(own_bytes), self.bytes_per_pod, own_bytes)
+
+    def counted(self, assumed: Floats, observed: Floats | None, times: NDArray[np.float64], now: float) -> Floats:
+        """Each bind's bytes as counted now: ``max(0, assumed − observed)`` where its pod's traffic was observed
+        (``observed`` not NaN), else ``assumed`` decayed linearly; 0 once ``decay_seconds`` old either way."""
+        ages = np.maximum(0.0, now - times)
+        decayed = assumed * np.maximum(0.0, 1.0 - ages / self.decay_seconds)
+        if observed is None:
+            return decayed
+        # Weighing while younger than the decay, as :meth:`binds_at` counts them (a ratio a rounding short of 1 too).
+        reconciled = np.where(ages < self.decay_seconds, np.maximum(0.0, assumed - observed), 0.0)
+        return np.where(np.isnan(observed), decayed, reconciled)
+
     def extra_bytes_at(
         self,
         positions: NDArray[np.intp],
@@ -201,9 +239,11 @@ class HerdEstimator:
         now: float,
         size: int,
         own_bytes: Floats | None = None,
+        observed: Floats | None = None,
     ) -> Floats:
         """Per position 0..size-1, the extra bytes of the binds at that position (``times``: when each was bound;
-        ``own_bytes``: each bind's own assumed bytes, NaN or None for ``bytes_per_pod``).
+        ``own_bytes``: each bind's own assumed bytes, NaN or None for ``bytes_per_pod``; ``observed``: each bind's
+        pod's own bytes in the node's measurement, NaN or None where not observed: see :meth:`counted`).
 
         Each bind weighs 1 just after it (or when stamped slightly in the future by another replica's clock) and
         0 once ``decay_seconds`` old, linearly in between; the weights times ``bytes_per_pod`` are added up per
@@ -215,11 +255,8 @@ class HerdEstimator:
         """
         if not self.enabled:
             return np.zeros(size)
-        weights = np.maximum(0.0, 1.0 - np.maximum(0.0, now - times) / self.decay_seconds)
-        per_bind = (
-            self.bytes_per_pod if own_bytes is None else np.where(np.isnan(own_bytes), self.bytes_per_pod, own_bytes)
-        )
-        summed = np.bincount(positions, weights=per_bind * weights, minlength=size)
+        counted = self.counted(self.assumed(own_bytes, len(times)), observed, times, now)
+        summed = np.bincount(positions, weights=counted, minlength=size)
         return np.rint(summed).astype(np.float64, copy=False)
 
     def binds_at(

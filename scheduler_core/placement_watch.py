@@ -88,7 +88,7 @@ def fan_out(*sinks: Sink) -> Sink:
 
 
 class BindRecorder(Protocol):
-    def __call__(self, *, node: str, pod: str, at: float) -> None: ...
+    def __call__(self, *, node: str, pod: str, at: float, name: str = "") -> None: ...
 
 
 class HerdSink:
@@ -109,7 +109,8 @@ class HerdSink:
         if observation.kind != "bound" or self._clock() - observation.occurred_at > self._horizon:
             return
         try:
-            self._record(node=observation.node, pod=observation.pod_uid, at=observation.occurred_at)
+            name = f"{observation.namespace}/{observation.name}"  # what the pod's own traffic is read by
+            self._record(node=observation.node, pod=observation.pod_uid, at=observation.occurred_at, name=name)
         except Exception:
             logger.warning("could not count the bind of %s for the herd estimate", observation.pod_uid, exc_info=True)
 

@@ -131,7 +131,7 @@ class Profile:
         }
 
 
-NEW_ARGS_DEFAULTS: Mapping[str, object] = {"learnWorkloadTraffic": False}
+NEW_ARGS_DEFAULTS: Mapping[str, object] = {"learnWorkloadTraffic": False, "reconcileHerd": False}
 """Args added after profile versions were stored, left out of a profile's normalized form while at their default: a
 profile that does not use them keeps the version it had (its stored records stay its), one that does gets a new one."""
 

@@ -5,7 +5,9 @@ export's), plain JSON, and nothing else: no record, no profile, no engine. What 
 explanation states:
 
 - ``NetworkTraffic``: estimate = measured + assumed (herd) bytes; the maximum over the candidates; the score
-  ``100 − estimate × 100 / maximum`` (100 each when the maximum is 0);
+  ``100 − estimate × 100 / maximum`` (100 each when the maximum is 0); each recent bind counted by its pod's own
+  traffic, ``max(0, assumed − observed)``, and the herd bytes as their sum (rounded) when they are all the node's
+  binds, at least that sum when others decayed beside them;
 - ``NodeResourceFitByCR``: the mean of the requested resources' ``resourcesScore``, clamped to 0..100;
 - ``ImageLocality``: ``present × 100 / requested``;
 - the final score: the weighted mean of the applicable terms as shown; the answer: the ``answer_scale``'s rule on
@@ -61,6 +63,31 @@ def _traffic_score(figures: Mapping[str, Any]) -> float | None:
     return 100.0 if largest <= 0 else 100.0 - estimate * 100.0 / largest
 
 
+HERD_ROUNDING = 0.5 + 1e-6
+"""Herd bytes are kept in whole bytes (rounded half to even): a sum of counted bytes rounds to within half a byte."""
+
+
+def _reconciled_mismatches(node: str, traffic: Mapping[str, Any]) -> list[Mismatch]:
+    """Each bind counted by its pod's own traffic is ``max(0, assumed − observed)``; the node's herd bytes are their
+    sum when they are all its binds, and no less than it when others decayed beside them."""
+    binds = traffic.get("herd_reconciled") or []
+    found: list[Mismatch] = []
+    total = 0.0
+    for bind in binds:
+        expected = max(0.0, bind["assumed_bytes"] - bind["observed_bytes"])
+        if not math.isclose(bind["counted_bytes"], expected, rel_tol=1e-12, abs_tol=1e-6):
+            found.append(Mismatch(node, f"herd bytes counted for {bind['pod']}", bind["counted_bytes"], expected))
+        total += bind["counted_bytes"]
+    if not binds:
+        return found
+    herd = traffic.get("herd_bytes") or 0.0
+    if len(binds) == traffic.get("herd_binds") and abs(herd - total) > HERD_ROUNDING:
+        found.append(Mismatch(node, "herd bytes (the reconciled binds' sum)", herd, round(total)))
+    elif herd < total - HERD_ROUNDING:
+        found.append(Mismatch(node, "herd bytes (at least the reconciled binds' sum)", herd, round(total)))
+    return found
+
+
 def _term_mismatches(node: str, term: Mapping[str, Any], largest: float | None) -> list[Mismatch]:
     found: list[Mismatch] = []
     shown = term["normalized"]
@@ -75,6 +102,7 @@ def _term_mismatches(node: str, term: Mapping[str, Any], largest: float | None) 
                 found.append(
                     Mismatch(node, "NetworkTraffic max_estimate_bytes", traffic["max_estimate_bytes"], largest)
                 )
+        found += _reconciled_mismatches(node, traffic)
         recomputed = _traffic_score(traffic)
     elif (resources := term.get("resources")) is not None:
         scores = list(resources.get("resource_scores", {}).values())

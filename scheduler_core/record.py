@@ -43,6 +43,21 @@ class FilterRecord(msgspec.Struct, omit_defaults=True, gc=False):
     metric_note: str = ""
 
 
+class ReconciledBind(msgspec.Struct, frozen=True, gc=False):
+    """A recent bind the herd estimate counted by its pod's own traffic (``reconcileHerd``), not by the decay."""
+
+    node: int
+    """Its node's position in ``PrioritizeRecord.nodes``."""
+    pod: str
+    """``namespace/name``."""
+    assumed: float
+    """What the pod was assumed to add over the query window (its own figure, or ``assumedBytesPerPod``)."""
+    observed: float
+    """The pod's own bytes over the same window, read with the node's measurement."""
+    counted: float
+    """``max(0, assumed − observed)``: what the measurement does not hold yet, part of the node's ``herd_bytes``."""
+
+
 class PluginScores(msgspec.Struct, omit_defaults=True, gc=False):
     name: str
     weight: int
@@ -73,7 +88,12 @@ class PluginScores(msgspec.Struct, omit_defaults=True, gc=False):
     pod_assumed: AssumedBytes | None = None
     """``NetworkTraffic``: what the herd estimate assumes the pod adds to its node once bound, and where that comes
     from (learned from its workload's pods, the constant, the pod's override); None in records from before it was
-    kept. Last: positions are the spool's format."""
+    kept."""
+    herd_reconciled: list[ReconciledBind] = msgspec.field(default_factory=list)
+    """``NetworkTraffic`` with ``reconcileHerd``: the recent binds on measured candidates whose pods' own traffic was
+    observed, each counted as ``max(0, assumed − observed)``; a node's other binds decayed (its ``herd_bytes`` is the
+    sum of both, rounded). Empty otherwise, and in records from before it was kept. Last: positions are the spool's
+    format."""
 
 
 class PrioritizeRecord(msgspec.Struct, omit_defaults=True, gc=False):

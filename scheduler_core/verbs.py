@@ -62,7 +62,7 @@ class CycleInputs(Protocol):
 
     def for_call(self, profile: Profile, now: float) -> tuple[TrafficView, RecentBinds]: ...
 
-    def record_bind(self, *, node: str, pod: str, at: float, bytes: float | None = None) -> None: ...
+    def record_bind(self, *, node: str, pod: str, at: float, bytes: float | None = None, name: str = "") -> None: ...
 
 
 class BindJournal(Protocol):
@@ -170,9 +170,10 @@ class Extender:
         its intent here before asking (``scheduler_core.bind_intents``)."""
         self.learned = LearnedTrafficStore() if learned is None else learned
         """Traffic learned per workload, kept current by background work (the outcome job): read, never waited on."""
-        self._assumed: LRU[str, float] = LRU(ASSUMED_KEPT)
-        """Pod key → the bytes its prioritize assumed for it when not the constant (learned, overridden): the bind's
-        request names only the pod, so the bind log learns them from here."""
+        self._assumed: LRU[tuple[str, str], float | None] = LRU(ASSUMED_KEPT)
+        """(profile, pod key) → the bytes the profile's last prioritize of the pod assumed when not the constant
+        (learned, overridden; None: the constant): the bind's request names only the pod, so the bind log learns them
+        from here. Keyed by profile too: profiles differ in learning, and a bind records its own profile's figure."""
         self._candidates_memo = CandidatesMemo()
 
     # --- shared plumbing ---------------------------------------------------------------------------
@@ -341,10 +342,17 @@ class Extender:
         assert isinstance(candidates, Resolved)  # never a window: not asked for
         nodes, shared = candidates.nodes, candidates.shared
         pod = pod_info(args.pod)
-        record = run_prioritize(profile, self._context(profile, pod, started.at, shared), nodes)
+        context = self._context(profile, pod, started.at, shared)
+        record = run_prioritize(profile, context, nodes)
+        if context.herd_reconciled:  # per bind, beside the engine's per-node herd columns
+            for plugin in record.plugins:
+                plugin.herd_reconciled = context.herd_reconciled.get(plugin.name, plugin.herd_reconciled)
         own = next((p.pod_assumed for p in record.plugins if p.pod_assumed is not None), None)
+        key = (profile_name, pod.uid or pod.key)
         if own is not None and own.source != SOURCE_CONSTANT:
-            self._assumed.put(pod.uid or pod.key, own.bytes)
+            self._assumed.put(key, own.bytes)
+        elif key in self._assumed:  # a figure of an earlier prioritize (an override since removed) is not this one
+            self._assumed.put(key, None)
         if unknown := self._unknown(mode, nodes, shared):
             forced = [i for i, name in enumerate(record.nodes) if name in unknown]
             for i in forced:
@@ -391,10 +399,11 @@ class Extender:
             return self._not_intended(profile_name, started, event_id, args)
         outcome = self.binder.bind(namespace=args.pod_namespace, name=args.pod_name, uid=args.pod_uid, node=args.node)
         if outcome.ok and self.inputs is not None:
-            pod_key = args.pod_uid or f"{args.pod_namespace}/{args.pod_name}"
+            name = f"{args.pod_namespace}/{args.pod_name}"
+            pod_key = args.pod_uid or name
             try:
-                assumed = self._assumed.get(pod_key)
-                self.inputs.record_bind(node=args.node, pod=pod_key, at=self.clock(), bytes=assumed)
+                assumed = self._assumed.get((profile_name, pod_key))
+                self.inputs.record_bind(node=args.node, pod=pod_key, at=self.clock(), bytes=assumed, name=name)
             except Exception:  # the pod is bound: a lost herd hint must not turn that into an error
                 log.exception("could not record the bind of %s to %s for the herd estimate", pod_key, args.node)
         # kube-scheduler formats Error with fmt.Errorf: a "%" would be mangled (protocol doc §2.2).

@@ -226,8 +226,8 @@ class LocalInputs:
     def for_call(self, profile: Profile, now: float) -> tuple[TrafficView, RecentBinds]:
         return self.store, self.binds.recent_binds(now)
 
-    def record_bind(self, *, node: str, pod: str, at: float) -> None:
-        self.binds.record_bind(node=node, pod=pod, at=at)
+    def record_bind(self, *, node: str, pod: str, at: float, bytes: float | None = None, name: str = "") -> None:
+        self.binds.record_bind(node=node, pod=pod, at=at, bytes=bytes, name=name)
 
 
 class InProcessClient:

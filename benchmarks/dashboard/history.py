@@ -55,8 +55,8 @@ def traffic_and_inputs(node_names: list[str], rng: random.Random) -> tuple[Any, 
         def for_call(self, profile: object, now: float) -> tuple[object, object]:
             return store, binds.recent_binds(now)
 
-        def record_bind(self, *, node: str, pod: str, at: float) -> None:
-            binds.record_bind(node=node, pod=pod, at=at)
+        def record_bind(self, *, node: str, pod: str, at: float, bytes: float | None = None, name: str = "") -> None:
+            binds.record_bind(node=node, pod=pod, at=at, bytes=bytes, name=name)
 
     return store, Inputs()
 

@@ -49,6 +49,13 @@ class FilterVerdictSerializer(_PlainSerializer):
     detail = serializers.CharField()
 
 
+class ReconciledFiguresSerializer(_PlainSerializer):
+    pod = serializers.CharField(help_text="namespace/name of the bound pod.")
+    assumed_bytes = serializers.FloatField(help_text="What the pod was assumed to add over the query window.")
+    observed_bytes = serializers.FloatField(help_text="The pod's own bytes over the same window, read with the node's.")
+    counted_bytes = serializers.FloatField(help_text="max(0, assumed_bytes − observed_bytes): part of herd_bytes.")
+
+
 class TrafficFiguresSerializer(_PlainSerializer):
     measured_bytes = serializers.FloatField(
         allow_null=True, help_text="Bytes received over the query window; null: no usable measurement."
@@ -74,6 +81,11 @@ class TrafficFiguresSerializer(_PlainSerializer):
         allow_null=True,
         help_text="What a node without a usable measurement scores: 50 (neutral) or 0 (missingPolicy: fail); null in "
         "records from before it was kept.",
+    )
+    herd_reconciled = ReconciledFiguresSerializer(
+        many=True,
+        help_text="Recent binds counted by their pods' own traffic (reconcileHerd); herd_bytes is their counted_bytes "
+        "plus what the node's other herd_binds add decaying, rounded.",
     )
 
 

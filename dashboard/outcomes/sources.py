@@ -11,18 +11,10 @@ from datetime import UTC, datetime
 from django.conf import settings
 
 from dashboard.models import Outcome, SchedulingCycle
-from dashboard.traffic.sources import NO_PROMETHEUS
-from scheduler_core.outcomes.sources import NodeAsk, OutcomeSource, PodAsk, PodFacts, PodTrafficQuery, Readings
+from dashboard.traffic.sources import NO_PROMETHEUS, pod_traffic_query
+from scheduler_core.outcomes.sources import NodeAsk, OutcomeSource, PodAsk, PodFacts, Readings
 from scheduler_core.outcomes.synthetic import Bind, SyntheticOutcomeSource
 from scheduler_core.traffic import TrafficSourceError
-
-
-def pod_traffic_query() -> PodTrafficQuery:
-    return PodTrafficQuery(
-        metrics=tuple(settings.SCHEDLENS_POD_TRAFFIC_METRICS),
-        namespace_label=settings.SCHEDLENS_POD_TRAFFIC_NAMESPACE_LABEL,
-        pod_label=settings.SCHEDLENS_POD_TRAFFIC_POD_LABEL,
-    )
 
 
 def _recorded_binds(nodes: Sequence[str], start: float, end: float) -> list[Bind]:

@@ -44,7 +44,7 @@ class HerdFeed:
         self._horizon = horizon_seconds
         self._retry_interval = retry_interval
         self._clock = clock
-        self._queue: queue.Queue[tuple[str, str, float]] = queue.Queue(maxsize=QUEUE_SIZE)
+        self._queue: queue.Queue[tuple[str, str, float, str]] = queue.Queue(maxsize=QUEUE_SIZE)
         self._sink = HerdSink(self._enqueue, horizon_seconds=horizon_seconds, clock=clock)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -62,9 +62,9 @@ class HerdFeed:
         """The watcher's sink: never blocks, never touches Redis."""
         self._sink(observation)
 
-    def _enqueue(self, *, node: str, pod: str, at: float) -> None:
+    def _enqueue(self, *, node: str, pod: str, at: float, name: str = "") -> None:
         try:
-            self._queue.put_nowait((node, pod, at))
+            self._queue.put_nowait((node, pod, at, name))
         except queue.Full:
             log.warning("the herd feed's queue is full (%d); the bind of %s is not counted", QUEUE_SIZE, pod)
 
@@ -90,19 +90,19 @@ class HerdFeed:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                node, pod, at = self._queue.get(timeout=0.5)
+                node, pod, at, name = self._queue.get(timeout=0.5)
             except queue.Empty:
                 continue
             try:
-                self._append(node, pod, at)
+                self._append(node, pod, at, name)
             finally:
                 self._queue.task_done()
 
-    def _append(self, node: str, pod: str, at: float) -> None:
+    def _append(self, node: str, pod: str, at: float, name: str) -> None:
         # Retried while the bind still weighs on the estimate; past the horizon it no longer matters to anyone.
         while not self._stop.is_set():
             try:
-                self._record(node=node, pod=pod, at=at)
+                self._record(node=node, pod=pod, at=at, name=name)
                 self.recorded += 1
                 return
             except redis.RedisError as exc:

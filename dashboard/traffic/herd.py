@@ -1,6 +1,7 @@
 """The bind log shared by every replica, in Redis, mirrored in each process (the herd-effect estimate).
 
-Every bind is appended to a Redis stream (``XADD``: node, pod, time). Each process keeps a mirror of the last
+Every bind is appended to a Redis stream (``XADD``: node, pod, time; the pod's own assumed bytes and its
+``namespace/name`` when known). Each process keeps a mirror of the last
 ``horizon`` seconds (:class:`scheduler_core.herd.InMemoryBindLog`) and reads only the entries appended since its
 last read (``XRANGE`` from that entry's id, exclusive), in the same pipeline as its snapshots. At a busy
 scheduler's rate a horizon holds thousands of binds, too many to read on every call; the few new ones are cheap
@@ -48,12 +49,14 @@ class RedisBindLog:
         """The newest stream entry the mirror holds (milliseconds, sequence); None before the first read."""
         self._lock = threading.Lock()
 
-    def record_bind(self, *, node: str, pod: str, at: float, bytes: float | None = None) -> None:
+    def record_bind(self, *, node: str, pod: str, at: float, bytes: float | None = None, name: str = "") -> None:
         pipe = self.client.pipeline(transaction=False)
         trim_before = int((at - TRIM_MARGIN_SECONDS) * 1000)
         entry: dict[Any, Any] = {"node": node, "pod": pod, "at": repr(at)}
         if bytes is not None:  # a field earlier versions do not read: their replicas count the constant
             entry["bytes"] = repr(bytes)
+        if name:  # namespace/name, by which the pod's own traffic reconciles it; earlier versions do not read it
+            entry["name"] = name
         pipe.xadd(self.stream_key, entry, minid=trim_before, approximate=True)
         pipe.expire(self.stream_key, int(TRIM_MARGIN_SECONDS * 2))
         pipe.zadd(self.key, {f"{node}{SEPARATOR}{pod}": at}, nx=True)
@@ -78,9 +81,10 @@ class RedisBindLog:
             try:  # bytes keys and values (the clients here do not decode responses)
                 node, pod, at = as_text(fields[b"node"]), as_text(fields[b"pod"]), float(fields[b"at"])
                 own = float(fields[b"bytes"]) if b"bytes" in fields else None
+                name = as_text(fields.get(b"name", b""))
             except (KeyError, ValueError):
                 continue  # not an entry this log wrote: skipped rather than failing every verb
-            self._mirror.record_bind(node=node, pod=pod, at=at, bytes=own)
+            self._mirror.record_bind(node=node, pod=pod, at=at, bytes=own, name=name)
         if newest is not None:
             ms, _, seq = as_text(newest).partition("-")
             read = (int(ms), int(seq or 0))

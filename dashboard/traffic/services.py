@@ -22,9 +22,10 @@ from dashboard.traffic.clients import keys, snapshot_store, worker_client
 from dashboard.traffic.herd import RedisBindLog
 from dashboard.traffic.models import RefreshStatus, TrafficRefresh
 from dashboard.traffic.snapshots import SnapshotStore, query_key, query_to_dict
-from dashboard.traffic.sources import fetch_deadline_seconds, known_node_names, traffic_source_for
-from dashboard.traffic.view import herd_horizon
+from dashboard.traffic.sources import fetch_deadline_seconds, known_node_names, recent_pods_reader, traffic_source_for
+from dashboard.traffic.view import herd_horizon, reconciling_queries
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot, TrafficSource, TrafficSourceError
+from scheduler_core.traffic.pods import PodReads
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +35,13 @@ REFRESH_LOCK_MARGIN_SECONDS = 10.0
 """How long a refresh's lock outlives its fetch's deadline: the snapshot's Redis writes that follow the fetch."""
 
 
-def refresh_lock_seconds(source: TrafficSource) -> float:
+def refresh_lock_seconds(source: TrafficSource, *, reads_pods: bool = False) -> float:
     """The refresh lock's TTL: what a live run needs, so a run killed holding it (SIGKILL, OOM) blocks the next
-    refreshes of its query only that long, not the task's time limit. The lock guards the fetch and the Redis
-    writes; the database row comes after them, so a slow database outliving the lock overlaps nothing."""
-    return min(float(settings.CELERY_TASK_TIME_LIMIT), fetch_deadline_seconds(source) + REFRESH_LOCK_MARGIN_SECONDS)
+    refreshes of its query only that long, not the task's time limit. The lock guards the fetch (and the read of the
+    pods of recent binds after it, ``reads_pods``: a second request with the same deadline) and the Redis writes; the
+    database row comes after them, so a slow database outliving the lock overlaps nothing."""
+    deadline = fetch_deadline_seconds(source) * (2 if reads_pods else 1)
+    return min(float(settings.CELERY_TASK_TIME_LIMIT), deadline + REFRESH_LOCK_MARGIN_SECONDS)
 
 
 def _when(seconds: float) -> datetime:
@@ -64,13 +67,21 @@ def traffic_refresh(*, query: TrafficQuery) -> TrafficRefresh | None:
     store = snapshot_store()
     started = time.time()
     source = traffic_source_for(query)
+    pods = _pod_reads(
+        settings.SCHEDLENS_CONFIG,
+        settings.PROMETHEUS_URL,
+        settings.SCHEDLENS_SYNTHETIC_TRAFFIC,
+        settings.SCHEDLENS_TRAFFIC_REFRESH_SECONDS,
+        keys().binds,
+    )
     try:
-        token = store.acquire_refresh_lock(query, refresh_lock_seconds(source))
+        reads_pods = pods is not None and query in pods.queries
+        token = store.acquire_refresh_lock(query, refresh_lock_seconds(source, reads_pods=reads_pods))
         if token is None:
             log.info("traffic refresh of %s skipped: another one is running", query_key(query))
             return None
         try:
-            return _refresh(query, store, source)
+            return _refresh(query, store, source, pods)
         finally:
             store.release_refresh_lock(query, token)
     except redis.RedisError as exc:  # Redis down or refusing writes (maxmemory): the row says so
@@ -87,13 +98,17 @@ def traffic_refresh(*, query: TrafficQuery) -> TrafficRefresh | None:
         )
 
 
-def _refresh(query: TrafficQuery, store: SnapshotStore, source: TrafficSource) -> TrafficRefresh | None:
+def _refresh(
+    query: TrafficQuery, store: SnapshotStore, source: TrafficSource, pods: PodReads | None
+) -> TrafficRefresh | None:
     started = time.time()
     perf = time.perf_counter()
     snapshot: TrafficSnapshot | None = None
     error = ""
     try:
         snapshot = source.fetch(query)
+        if pods is not None:
+            snapshot = pods.add_to(snapshot)
     except TrafficSourceError as exc:
         error = str(exc)
     duration = time.perf_counter() - perf
@@ -149,7 +164,7 @@ def traffic_refreshes_prune(*, now: float | None = None) -> PruneResult:
     return PruneResult(deleted=deleted, values_dropped=dropped)
 
 
-def herd_record_bind(*, node: str, pod: str, at: float | None = None) -> None:
+def herd_record_bind(*, node: str, pod: str, at: float | None = None, name: str = "") -> None:
     """Count a bind kube-scheduler made itself (the placement watcher's ``dashboard.placements.herd``); idempotent
     per pod.
 
@@ -157,7 +172,27 @@ def herd_record_bind(*, node: str, pod: str, at: float | None = None) -> None:
     Raises ``redis.RedisError`` when Redis is unreachable, so a caller with a queue can retry.
     """
     bind_log = _bind_log(settings.SCHEDLENS_CONFIG, settings.SCHEDLENS_TRAFFIC_REFRESH_SECONDS, keys().binds)
-    bind_log.record_bind(node=node, pod=pod, at=time.time() if at is None else at)
+    bind_log.record_bind(node=node, pod=pod, at=time.time() if at is None else at, name=name)
+
+
+@functools.cache
+def _pod_reads(config: str, prometheus: str, synthetic: bool, refresh: float, key: str) -> PodReads | None:
+    """What a refresh reads the pods of recent binds with, when a profile reconciles (per configuration and
+    Prometheus: read once, and its failure logged once while it lasts); the pods are the shared bind log's."""
+    # A configuration that cannot be read reconciles nothing: the nodes' refresh does not depend on it.
+    queries = reconciling_queries(profile_configuration().profiles)
+    reader = recent_pods_reader() if queries else None
+    if reader is None:
+        return None
+    bind_log = _bind_log(config, refresh, key)
+
+    def pods() -> tuple[str, ...]:
+        try:
+            return bind_log.recent_binds(time.time()).pods
+        except redis.RedisError:  # the nodes' snapshot still goes on (and fails to store, saying why)
+            return ()
+
+    return PodReads(reader, pods, queries)
 
 
 @functools.cache

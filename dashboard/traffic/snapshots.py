@@ -3,8 +3,9 @@
 A snapshot's key is derived from its query (a stable hash of the query's fields), so every replica and every
 worker agrees on it without coordination, and two profiles asking the same question share one snapshot.
 The value is msgspec JSON: values per node, when they were fetched, the PromQL sent, the last error and the
-series that matched no node. A failed refresh keeps the last good values and ``fetched_at`` and sets
-``error``, so readers see both how old the numbers are and why they are not newer.
+series that matched no node (and the own bytes of the pods of recent binds, for profiles that reconcile). A failed
+refresh keeps the last good values and ``fetched_at`` and sets ``error``, so readers see both how old the numbers
+are and why they are not newer.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ class StoredSnapshot(msgspec.Struct, omit_defaults=True):
     unmatched_series: list[str] = msgspec.field(default_factory=list)
     attempted_at: float = 0.0
     """Unix seconds when the last refresh attempt (successful or not) finished."""
+    bytes_by_pod: dict[str, float] = msgspec.field(default_factory=dict)
+    """Pods' own bytes (``TrafficSnapshot.bytes_by_pod``); last and left out when empty, so earlier versions read
+    this version's snapshots (they ignore the field) and this one reads theirs (no pods: every bind decays)."""
 
 
 _encoder = msgspec.json.Encoder()
@@ -101,6 +105,7 @@ def encode_snapshot(snapshot: TrafficSnapshot, *, attempted_at: float | None = N
             error=snapshot.error,
             unmatched_series=list(snapshot.unmatched_series),
             attempted_at=snapshot.fetched_at if attempted_at is None else attempted_at,
+            bytes_by_pod=dict(snapshot.bytes_by_pod),
         )
     )
 
@@ -115,6 +120,7 @@ def decode_snapshot(data: bytes, query: TrafficQuery) -> TrafficSnapshot:
         source=stored.source,
         error=stored.error,
         unmatched_series=tuple(stored.unmatched_series),
+        bytes_by_pod=stored.bytes_by_pod,
     )
 
 
@@ -182,6 +188,7 @@ class SnapshotStore:
                 source=previous.source,
                 error=error,
                 unmatched_series=previous.unmatched_series,
+                bytes_by_pod=previous.bytes_by_pod,  # of the same refresh as the nodes' values kept
             )
         self.save(failed, attempted_at=at)
         return failed

@@ -8,7 +8,9 @@ import functools
 from django.conf import settings
 
 from scheduler_core.cluster import FileCluster
+from scheduler_core.outcomes.sources import PodTrafficQuery
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot, TrafficSource, TrafficSourceError
+from scheduler_core.traffic.pods import PodReader
 from scheduler_core.traffic.synthetic import SyntheticTrafficSource
 
 NO_PROMETHEUS = "no Prometheus configured (PROMETHEUS_URL, or the plugin's address): traffic is not measured"
@@ -48,6 +50,33 @@ def fetch_deadline_seconds(source: TrafficSource) -> float:
     retries = int(getattr(source, "retries", 0))
     backoff = float(getattr(source, "backoff_seconds", 0.0))
     return float(timeout) * (retries + 1) + backoff * (2.0**retries - 1)
+
+
+def pod_traffic_query() -> PodTrafficQuery:
+    """How a pod's own traffic is read (``SCHEDLENS_POD_TRAFFIC_*``): by the outcome job, and by the refresh for the
+    pods of recent binds."""
+    return PodTrafficQuery(
+        metrics=tuple(settings.SCHEDLENS_POD_TRAFFIC_METRICS),
+        namespace_label=settings.SCHEDLENS_POD_TRAFFIC_NAMESPACE_LABEL,
+        pod_label=settings.SCHEDLENS_POD_TRAFFIC_POD_LABEL,
+    )
+
+
+def recent_pods_reader() -> PodReader | None:
+    """What the traffic refresh reads the pods of recent binds with (``scheduler_core.traffic.pods``): the outcome
+    job's pod query, against the node query's Prometheus; None in the demo without one (its binds decay)."""
+    if not settings.PROMETHEUS_URL and settings.SCHEDLENS_SYNTHETIC_TRAFFIC:
+        return None
+    # Only with a Prometheus to ask: a heavy import the demo's synthetic traffic never needs.
+    from scheduler_core.outcomes.prometheus_source import PrometheusOutcomeSource
+    from scheduler_core.traffic.prometheus import PrometheusTrafficSource
+
+    transport = PrometheusTrafficSource(
+        settings.PROMETHEUS_URL,
+        timeout_seconds=settings.SCHEDLENS_PROMETHEUS_TIMEOUT_SECONDS,
+        retries=settings.SCHEDLENS_PROMETHEUS_RETRIES,
+    )
+    return PrometheusOutcomeSource(transport, pod_traffic_query()).recent_pod_bytes
 
 
 def prometheus_address(query: TrafficQuery) -> str:

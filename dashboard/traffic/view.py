@@ -71,6 +71,17 @@ def herd_horizon(profiles: Mapping[str, Profile], refresh_seconds: float) -> flo
     return max([refresh_seconds, *decays])
 
 
+def reconciling_queries(profiles: Mapping[str, Profile]) -> set[TrafficQuery]:
+    """The queries of the ``NetworkTraffic`` plugins that reconcile recent binds with their pods' own traffic: the
+    refresh of these reads the pods of recent binds too (``scheduler_core.traffic.pods``)."""
+    return {
+        args.query()
+        for profile in profiles.values()
+        for args in _plugin_args(profile)
+        if isinstance(args, NetworkTrafficArgs) and args.reconcile_herd
+    }
+
+
 def staleness_limits(profiles: Mapping[str, Profile]) -> dict[TrafficQuery, float]:
     """The strictest ``maxStalenessSeconds`` of the plugins reading each query."""
     limits: dict[TrafficQuery, float] = {}
@@ -180,12 +191,12 @@ class RedisTrafficView:
                 snapshots[query] = snapshot
         return SnapshotMap(snapshots), self.binds.parse(results[-1], now)
 
-    def record_bind(self, *, node: str, pod: str, at: float, bytes: float | None = None) -> None:
-        self.local_binds.record_bind(node=node, pod=pod, at=at, bytes=bytes)
+    def record_bind(self, *, node: str, pod: str, at: float, bytes: float | None = None, name: str = "") -> None:
+        self.local_binds.record_bind(node=node, pod=pod, at=at, bytes=bytes, name=name)
         if time.monotonic() < self._skip_until:
             return
         try:
-            self.binds.record_bind(node=node, pod=pod, at=at, bytes=bytes)
+            self.binds.record_bind(node=node, pod=pod, at=at, bytes=bytes, name=name)
         except redis.RedisError as exc:
             self._unavailable(exc)
 
@@ -260,8 +271,8 @@ class LocalInputs:
     def for_call(self, profile: Profile, now: float) -> tuple[TrafficView, RecentBinds]:
         return self._traffic(), self.binds.recent_binds(now)
 
-    def record_bind(self, *, node: str, pod: str, at: float, bytes: float | None = None) -> None:
-        self.binds.record_bind(node=node, pod=pod, at=at, bytes=bytes)
+    def record_bind(self, *, node: str, pod: str, at: float, bytes: float | None = None, name: str = "") -> None:
+        self.binds.record_bind(node=node, pod=pod, at=at, bytes=bytes, name=name)
 
 
 def build_inputs(

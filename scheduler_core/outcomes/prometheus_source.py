@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from scheduler_core.outcomes import queries
 from scheduler_core.outcomes.sources import NodeAsk, PodAsk, PodFacts, PodTrafficQuery, Readings
+from scheduler_core.traffic.base import TrafficQuery
 from scheduler_core.traffic.prometheus import PrometheusTrafficSource
 
 
@@ -45,6 +46,19 @@ class PrometheusOutcomeSource:
             if math.isfinite(value) and value >= 0:
                 pod_bytes[labels.get(queries.ASK_LABEL, "")] = value
         return Readings(node_bytes=node_bytes, pod_bytes=pod_bytes)
+
+    def recent_pod_bytes(self, query: TrafficQuery, pods: Sequence[str]) -> dict[str, float]:
+        """``namespace/name`` → the pod's own bytes over ``query``'s window, from ``query``'s Prometheus (a
+        :data:`scheduler_core.traffic.pods.PodReader`); a pod without series is absent."""
+        pairs = [(namespace, name) for namespace, _, name in (pod.partition("/") for pod in pods) if name]
+        wanted = {f"{namespace}/{name}" for namespace, name in pairs}
+        expressions = queries.recent_pods_expressions(self.pod_query, pairs, query.window_seconds)
+        found: dict[str, float] = {}
+        for labels, value in self._samples(expressions, query.address or self.pod_query.address):
+            key = f"{labels.get(self.pod_query.namespace_label, '')}/{labels.get(self.pod_query.pod_label, '')}"
+            if key in wanted and math.isfinite(value) and value >= 0:  # a regex may match more than was asked
+                found[key] = value
+        return found
 
     def pod_facts(self, pods: Sequence[tuple[str, str]], at: float) -> dict[tuple[str, str], PodFacts]:
         owners: dict[int, tuple[str, str]] = {}

@@ -49,7 +49,8 @@ def node_expression(ask: NodeAsk) -> str:
     return _tagged(f"sum by ({label}) ({inner})", ask.key)
 
 
-def pod_matchers(query: PodTrafficQuery, namespace: str, pod: str) -> str:
+def pod_matchers(query: PodTrafficQuery, namespace: str, pod: str, *, regex: bool = False) -> str:
+    """``regex``: ``pod`` is a regular expression (``=~``), not a name."""
     for label in (query.namespace_label, query.pod_label):
         if not _LABEL_NAME.fullmatch(label):
             raise TrafficSourceError(f"pod traffic label {label!r} is not a valid Prometheus label name")
@@ -59,7 +60,7 @@ def pod_matchers(query: PodTrafficQuery, namespace: str, pod: str) -> str:
     names = "|".join(query.metrics)
     return (
         f'__name__=~"{names}",{query.namespace_label}="{escape_label_value(namespace)}",'
-        f'{query.pod_label}="{escape_label_value(pod)}"'
+        f'{query.pod_label}{"=~" if regex else "="}"{escape_label_value(pod)}"'
     )
 
 
@@ -67,6 +68,21 @@ def pod_expression(query: PodTrafficQuery, ask: PodAsk) -> str:
     # No container matcher: the network series are the sandbox's (container "POD" or "").
     inner = f"increase({{{pod_matchers(query, ask.namespace, ask.pod)}}}[{ask.seconds}s] @ {_at(ask.end)})"
     return _tagged(f"sum({inner})", ask.key)
+
+
+def recent_pods_expressions(query: PodTrafficQuery, pods: Sequence[tuple[str, str]], seconds: int) -> list[str]:
+    """The pods' own bytes over the last ``seconds`` (the node query's window, evaluated now like it), one part per
+    namespace, summed by namespace and pod: what the herd estimate reconciles recent binds with
+    (``scheduler_core.traffic.pods``)."""
+    by_namespace: dict[str, list[str]] = {}
+    for namespace, pod in pods:
+        by_namespace.setdefault(namespace, []).append(pod)
+    parts = []
+    for namespace, names in sorted(by_namespace.items()):
+        matchers = pod_matchers(query, namespace, _regex_of(names), regex=True)
+        inner = f"increase({{{matchers}}}[{seconds}s])"
+        parts.append(f"sum by ({query.namespace_label}, {query.pod_label}) ({inner})")
+    return parts
 
 
 def facts_expressions(pods: Sequence[tuple[str, str]], at: float) -> list[str]:

@@ -15,6 +15,7 @@ from numpy.typing import NDArray
 from scheduler_core.cluster import ClusterView, NodeInfo, PodInfo
 from scheduler_core.herd import NO_BINDS, RecentBinds
 from scheduler_core.lru import LRU
+from scheduler_core.record import ReconciledBind
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
 from scheduler_core.workload_traffic import NOTHING_LEARNED, AssumedBytes, LearnedTraffic
 
@@ -161,6 +162,9 @@ class CycleContext:
     shared: SharedColumns = field(default_factory=new_shared_columns)
     """Per-node columns that depend only on the candidates' names (each node's traffic in a snapshot), made once
     and never mutated: shared by this call's plugins, and by later calls with the same candidate list."""
+    herd_reconciled: dict[str, list[ReconciledBind]] = field(default_factory=dict)
+    """Per score plugin name, the recent binds it reconciled with their pods' own traffic, for this call's record:
+    the engine's columns are per node, so the verb moves them into the plugin's ``PluginScores``."""
 
 
 _T = TypeVar("_T")

@@ -27,6 +27,7 @@ from scheduler_core.plugins.base import (
     candidate_positions,
     shared_column,
 )
+from scheduler_core.record import ReconciledBind
 from scheduler_core.traffic import (
     DEFAULT_DEVICE_NAME,
     DEFAULT_NODE_LABEL,
@@ -100,6 +101,10 @@ class NetworkTrafficArgs(TrafficArgs):
     learn_workload_traffic: bool = False
     """Assume, for a pod whose workload has enough measured pods, what they did rather than ``assumedBytesPerPod``
     (``scheduler_core.workload_traffic``)."""
+    reconcile_herd: bool = False
+    """Once a bound pod's own traffic shows in the node's measurement, count only what the measurement does not hold
+    yet, ``max(0, assumed − observed)``, instead of the linear decay (``scheduler_core.herd``); within
+    ``herdDecaySeconds`` still."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -225,8 +230,13 @@ class NetworkTraffic:
             if candidate.any():
                 times = np.asarray(binds.times, dtype=np.float64)[candidate]
                 own = binds.bytes[candidate] if binds.bytes is not None else None
-                extra = herd.extra_bytes_at(at[candidate], times, ctx.now, len(nodes), own)
+                observed = self._observed(reading.snapshot, binds, candidate, times)
+                extra = herd.extra_bytes_at(at[candidate], times, ctx.now, len(nodes), own, observed)
                 counts, herd_newest = herd.binds_at(at[candidate], times, ctx.now, len(nodes))
+                if observed is not None:
+                    ctx.herd_reconciled[self.name] = _reconciled(
+                        herd, at[candidate], times, ctx.now, own, observed, binds, candidate, raws
+                    )
                 if unmeasured:  # a node without a series gets no herd bytes: it is scored as missing
                     missing = [i for i, raw in enumerate(raws) if raw is None]
                     extra[missing] = 0.0
@@ -269,6 +279,19 @@ class NetworkTraffic:
             pod_assumed=self.pod_assumed(ctx) if herd.enabled else None,
         )
 
+    def _observed(
+        self, snapshot: TrafficSnapshot, binds: RecentBinds, candidate: NDArray[np.bool_], times: Floats
+    ) -> Floats | None:
+        """Each candidate bind's pod's own bytes in ``snapshot`` (NaN: not observed, so it decays: no series, or a
+        snapshot from before the bind); None when this profile does not reconcile or nothing was observed."""
+        by_pod = snapshot.bytes_by_pod
+        if not self.args.reconcile_herd or not by_pod or not binds.pods:
+            return None
+        pods = [pod for pod, kept in zip(binds.pods, candidate.tolist(), strict=True) if kept]
+        found = np.fromiter(map(by_pod.get, pods, repeat(math.nan)), np.float64, len(pods))
+        found[times >= snapshot.fetched_at] = math.nan  # measured before the pod was bound: not its traffic yet
+        return None if np.isnan(found).all() else found
+
     def pod_assumed(self, ctx: CycleContext) -> AssumedBytes:
         """What the pod is assumed to add to its node once bound: its override, its workload's learned traffic (when
         this profile learns), or the constant. A dictionary lookup: the table is learned in the background."""
@@ -280,6 +303,30 @@ class NetworkTraffic:
             learned=ctx.learned if self.args.learn_workload_traffic else None,
             window_seconds=self.args.query().window_seconds,
         )
+
+
+def _reconciled(
+    herd: HerdEstimator,
+    positions: NDArray[np.intp],
+    times: Floats,
+    now: float,
+    own: Floats | None,
+    observed: Floats,
+    binds: RecentBinds,
+    candidate: NDArray[np.bool_],
+    raws: list[float | None],
+) -> list[ReconciledBind]:
+    """The record's figures of the binds counted by their pods' traffic: still weighing (younger than the decay),
+    observed, on a measured node (an unmeasured one gets no herd bytes), in the binds' order."""
+    assumed = herd.assumed(own, len(times))
+    counted = herd.counted(assumed, observed, times, now)
+    weighing = (np.maximum(0.0, now - times) < herd.decay_seconds) & ~np.isnan(observed)
+    pods = [pod for pod, kept in zip(binds.pods, candidate.tolist(), strict=True) if kept]
+    return [
+        ReconciledBind(node, pods[i], float(assumed[i]), float(observed[i]), float(counted[i]))
+        for i in np.flatnonzero(weighing).tolist()
+        if raws[node := int(positions[i])] is not None
+    ]
 
 
 def traffic_scores(estimates: Sequence[float] | Floats, highest: float) -> Floats:

@@ -52,6 +52,10 @@ class TrafficSnapshot:
     """Set when the last refresh failed; the values are then those of the last good refresh, if any."""
     unmatched_series: tuple[str, ...] = field(default=())
     """Label values of series that matched no known node (a mislabelled exporter is common)."""
+    bytes_by_pod: Mapping[str, float] = field(default_factory=dict)
+    """``namespace/name`` → the pod's own bytes over the same window, read by the same refresh just after the nodes'
+    (``scheduler_core.traffic.pods``): what the herd estimate reconciles recent binds with. Only pods of recent binds
+    that have a series; empty when no profile reconciles."""
 
     def age_seconds(self, now: float | None = None) -> float:
         return max(0.0, (time.time() if now is None else now) - self.fetched_at)

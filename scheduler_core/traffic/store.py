@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from scheduler_core.traffic.base import TrafficQuery, TrafficSnapshot, TrafficSource, TrafficSourceError
+from scheduler_core.traffic.pods import PodReads
 
 log = logging.getLogger(__name__)
 
@@ -28,11 +29,13 @@ class TrafficStore:
         self._snapshots[snapshot.query] = snapshot
         self.last_errors.pop(snapshot.query, None)
 
-    def refresh(self, source: TrafficSource, queries: Iterable[TrafficQuery]) -> None:
-        """Fetch every query once; a failure keeps the previous snapshot and remembers the error."""
+    def refresh(self, source: TrafficSource, queries: Iterable[TrafficQuery], pods: PodReads | None = None) -> None:
+        """Fetch every query once (with the pods of recent binds, ``pods``); a failure keeps the previous snapshot
+        and remembers the error."""
         for query in queries:
             try:
-                self.put(source.fetch(query))
+                fetched = source.fetch(query)
+                self.put(fetched if pods is None else pods.add_to(fetched))
             except TrafficSourceError as exc:
                 if self.last_errors.get(query) != str(exc):  # once per failure, not every refresh while it lasts
                     log.warning("traffic refresh failed for %s: %s", query, exc)
@@ -53,8 +56,10 @@ class BackgroundRefresher:
         source_for: Callable[[TrafficQuery], TrafficSource],
         queries: Iterable[TrafficQuery],
         interval: float = 15.0,
+        pods: PodReads | None = None,
     ) -> None:
         self.store = store
+        self.pods = pods
         self.source_for = source_for
         self.queries = tuple(queries)
         self.interval = interval
@@ -63,7 +68,7 @@ class BackgroundRefresher:
 
     def refresh_once(self) -> None:
         for query in self.queries:
-            self.store.refresh(self.source_for(query), [query])
+            self.store.refresh(self.source_for(query), [query], self.pods)
 
     def start(self) -> None:
         self._thread.start()

@@ -39,6 +39,10 @@ Writers (name: commit, what it wrote):
   ``SLR\\x03`` prioritize whose NetworkTraffic carries a learned ``pod_assumed``:
   ``spool/framed_prioritize_pod_assumed``. Written from the working tree itself, like ``bind-intents``.
 
+- ``herd-reconciled`` @ the commit that adds ``PluginScores.herd_reconciled`` (issue 32, item 3), the first to write
+  it: a ``SLR\\x03`` prioritize whose NetworkTraffic counted two binds by their pods' own traffic:
+  ``spool/framed_prioritize_herd_reconciled``. Written from the working tree itself, like ``pod-assumed``.
+
 Each ``<fixture>.json`` beside the bytes says which form and writer, and holds the expected values: the inputs
 (``make_fixtures_inputs.py``), written there by hand and handed to the writer, never the writer's output read
 back. A field the writer's version did not have is expected at the value written by hand in ``LATER`` (what a
@@ -61,6 +65,7 @@ from make_fixtures_spool import (
     write_binary_first,
     write_binary_last,
     write_bind_intents,
+    write_herd_reconciled,
     write_json,
     write_pod_assumed,
     write_spool_file_v0,
@@ -81,6 +86,7 @@ def main() -> None:
         "current": write_current,
         "bind-intents": write_bind_intents,
         "pod-assumed": write_pod_assumed,
+        "herd-reconciled": write_herd_reconciled,
     }[name](writer)
 
 

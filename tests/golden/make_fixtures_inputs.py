@@ -17,6 +17,7 @@ WRITERS = {
     "current": "1173deb",
     "bind-intents": "the commit that added bind intents (issue 20, item 6; parent 56c96b8)",
     "pod-assumed": "the commit that added PluginScores.pod_assumed (issue 32, item 4; parent 97f217b)",
+    "herd-reconciled": "the commit that added PluginScores.herd_reconciled (issue 32, item 3; parent 03b93f0)",
 }
 
 # --- inputs, written by hand ---------------------------------------------------------------------------
@@ -83,6 +84,7 @@ def prioritize(*, scale: str) -> dict[str, Any]:
                 "inputs": {},
                 "missing_score": 50.0,
                 "pod_assumed": None,
+                "herd_reconciled": [],
             },
             {
                 "name": "NodeResourceFitByCR",
@@ -100,6 +102,7 @@ def prioritize(*, scale: str) -> dict[str, Any]:
                 "inputs": {"example.com/gpu": [1.0, 0.4, 0.7]},
                 "missing_score": None,
                 "pod_assumed": None,
+                "herd_reconciled": [],
             },
             {
                 "name": "ImageLocality",
@@ -117,6 +120,7 @@ def prioritize(*, scale: str) -> dict[str, Any]:
                 "inputs": {},
                 "missing_score": None,
                 "pod_assumed": None,
+                "herd_reconciled": [],
             },
         ],
         "final": [77.7778, 13.3333, 56.6667],
@@ -136,6 +140,14 @@ POD_ASSUMED_LEARNED: dict[str, Any] = {
     "lookback_days": 7,
 }
 """NetworkTraffic's ``pod_assumed`` (issue 32, item 4): learned from 12 pods, 2 MB/s over a 5-minute window."""
+
+HERD_RECONCILED: list[dict[str, Any]] = [
+    {"node": 0, "pod": "shop/web-7d9f-a", "assumed": 3.0e8, "observed": 1.25e8, "counted": 1.75e8},
+    {"node": 0, "pod": "shop/web-7d9f-b", "assumed": 3.0e8, "observed": 3.5e8, "counted": 0.0},
+]
+"""NetworkTraffic's ``herd_reconciled`` (issue 32, item 3): two binds on node-a counted by their pods' own traffic,
+``node`` its position: 300 MB assumed, 125 MB observed, 175 MB counted; 350 MB observed
+of 300 MB assumed, 0 counted. node-a's herd bytes are their sum, 175 MB, from its 2 binds."""
 
 
 def prioritize_answer(extender: list[int]) -> str:
@@ -270,6 +282,7 @@ LATER: dict[str, dict[str, Any]] = {
         "inputs": {},
         "missing_score": None,
         "pod_assumed": None,
+        "herd_reconciled": [],
     },
     "BindRecord": {},
     "PreemptRecord": {},
@@ -299,6 +312,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "inputs": {},
         "missing_score": None,
         "pod_assumed": None,
+        "herd_reconciled": [],
     },
     "PreemptRecord": {"dropped": {}},
     "BindRecord": {"detail": "", "api_status": None, "simulated": False},

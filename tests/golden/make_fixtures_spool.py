@@ -16,6 +16,7 @@ from make_fixtures_inputs import (
     BIND_ANSWER,
     FILTER,
     FILTER_ANSWER,
+    HERD_RECONCILED,
     POD_ASSUMED_LEARNED,
     PREEMPT,
     PREEMPT_ANSWER,
@@ -158,6 +159,25 @@ def write_pod_assumed(w: Writer) -> None:
     data = spool_codec.encode_event(made)
     assert data.startswith(b"SLR\x03"), data[:4]
     w.save("spool", "framed_prioritize_pod_assumed", data, {"form": "SLR\\x03", "expected": expected})
+
+
+def write_herd_reconciled(w: Writer) -> None:
+    """A prioritize whose NetworkTraffic counted two recent binds by their pods' own traffic
+    (``PluginScores.herd_reconciled``, issue 32 item 3: ``max(0, assumed − observed)``)."""
+    scored = prioritize(scale="fixed")
+    traffic = scored["plugins"][0]
+    traffic["herd_bytes"] = [1.75e8, 0.0, 0.0]
+    traffic["herd_binds"] = [2, 0, 0]
+    traffic["herd_newest_age_ms"] = [4000, None, None]
+    traffic["herd_reconciled"] = [dict(bind) for bind in HERD_RECONCILED]
+    from scheduler_core import spool_codec  # the record module no longer encodes (``Writer.spool`` is for old ones)
+
+    value = event("golden-herd-reconciled", "prioritize", T0 + 0.06, prioritize_answer([8, 1, 6]), prioritize=scored)
+    value["profile_version"] = "5c1e9a7b3d20"
+    made, expected = w.verb_event(value)
+    data = spool_codec.encode_event(made)
+    assert data.startswith(b"SLR\x03"), data[:4]
+    w.save("spool", "framed_prioritize_herd_reconciled", data, {"form": "SLR\\x03", "expected": expected})
 
 
 def write_bind_intents(w: Writer) -> None:

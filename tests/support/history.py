@@ -56,8 +56,10 @@ class History:
             def for_call(self, profile: object, now: float) -> tuple[object, object]:
                 return history.store, history.binds.recent_binds(now)
 
-            def record_bind(self, *, node: str, pod: str, at: float, bytes: float | None = None) -> None:
-                history.binds.record_bind(node=node, pod=pod, at=at, bytes=bytes)
+            def record_bind(
+                self, *, node: str, pod: str, at: float, bytes: float | None = None, name: str = ""
+            ) -> None:
+                history.binds.record_bind(node=node, pod=pod, at=at, bytes=bytes, name=name)
 
         self.extender = Extender(
             load_profiles(PROFILES.read_text()),

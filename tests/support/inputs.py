@@ -33,5 +33,5 @@ class Inputs:
         self.reads += 1
         return self.traffic, self.binds.recent_binds(now)
 
-    def record_bind(self, *, node: str, pod: str, at: float, bytes: float | None = None) -> None:
-        self.binds.record_bind(node=node, pod=pod, at=at, bytes=bytes)
+    def record_bind(self, *, node: str, pod: str, at: float, bytes: float | None = None, name: str = "") -> None:
+        self.binds.record_bind(node=node, pod=pod, at=at, bytes=bytes, name=name)

@@ -52,6 +52,7 @@ def test_why_explains_a_pods_latest_cycle_by_namespace_and_name(api, kube_schedu
         "metric_age_seconds": term["traffic"]["metric_age_seconds"],
         "missing_reason": "",
         "missing_score": 50.0,
+        "herd_reconciled": [],
     }
     assert term["arithmetic"] == "100 − 1,000,000 × 100 / 4,000,000 (node-1) = 75"
     assert winner["final_arithmetic"] == "75 × 1 / 1 = 75"

@@ -143,9 +143,11 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     pods: list[str] = []
     original = InMemoryBindLog.record_bind
 
-    def record_bind(self: InMemoryBindLog, *, node: str, pod: str, at: float, bytes: float | None = None) -> None:
+    def record_bind(
+        self: InMemoryBindLog, *, node: str, pod: str, at: float, bytes: float | None = None, name: str = ""
+    ) -> None:
         pods.append(pod)
-        original(self, node=node, pod=pod, at=at, bytes=bytes)
+        original(self, node=node, pod=pod, at=at, bytes=bytes, name=name)
 
     monkeypatch.setattr(InMemoryBindLog, "record_bind", record_bind)
     return pods

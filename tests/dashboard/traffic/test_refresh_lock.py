@@ -76,6 +76,8 @@ def test_a_refresh_killed_holding_its_lock_blocks_the_next_one_for_its_fetch_dea
     ttl = refresh_lock_seconds(source)
     assert ttl == pytest.approx(deadline + REFRESH_LOCK_MARGIN_SECONDS), "a live run keeps its lock past its fetch"
     assert ttl < settings.CELERY_TASK_TIME_LIMIT
+    # A refresh that reads the pods of recent binds too (reconcileHerd) makes a second request of the same deadline.
+    assert refresh_lock_seconds(source, reads_pods=True) == pytest.approx(2 * deadline + REFRESH_LOCK_MARGIN_SECONDS)
 
     env = {
         **os.environ,
