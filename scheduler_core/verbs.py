@@ -24,7 +24,15 @@ from scheduler_core.answer import answers
 from scheduler_core.binding import Binder, PodReader
 from scheduler_core.candidates import CandidatesMemo, Resolved, Window
 from scheduler_core.cluster import ClusterView, NodeInfo, PodInfo, knows_all_nodes, node_info, node_lookup, pod_info
-from scheduler_core.engine import FilterDecision, judges_nodes_alone, run_filter, run_filter_window, run_prioritize
+from scheduler_core.engine import judges_nodes_alone, run_filter, run_filter_window, run_prioritize
+from scheduler_core.filter_answer import (
+    UNKNOWN_NODE,
+    echo_marker,
+    encoded_filter_result,
+    fail_unknown,
+    filter_result,
+    not_held,
+)
 from scheduler_core.herd import RecentBinds
 from scheduler_core.lru import LRU
 from scheduler_core.plugins import CycleContext
@@ -94,48 +102,6 @@ class _Start:
 def _error_body(message: str, path: str = "") -> bytes:
     payload = {"error": message, "path": path} if path else {"error": message}
     return wire.encode(payload)
-
-
-def _echo_marker(name: str) -> msgspec.Raw:
-    return msgspec.Raw(wire.encode({"$echoed": name}))
-
-
-UNKNOWN_NODE = "node unknown to schedlens's node cache"
-"""Why a NodeNames entry the synced node cache does not hold fails (no node name in it: counted together)."""
-
-
-def _fail_unknown(decision: FilterDecision, record: FilterRecord, nodes: Sequence[NodeInfo], unknown: set[str]) -> None:
-    """Unknown nodes fail with :data:`UNKNOWN_NODE` alone: plugin verdicts on an empty NodeInfo mean nothing."""
-    decision.passed[:] = [i for i in decision.passed if nodes[i].name not in unknown]
-    # The record's lists are a filter outcome's, shared with other calls: replaced, never changed in place.
-    record.passed = [name for name in record.passed if name not in unknown]
-    record.unresolvable = [name for name in record.unresolvable if name not in unknown]
-    record.failures = {**record.failures, **{name: {NODE_CACHE: UNKNOWN_NODE} for name in unknown}}
-    record.details = {name: figures for name, figures in record.details.items() if name not in unknown}
-    for name in unknown:
-        decision.unresolvable.pop(name, None)
-        decision.failed[name] = UNKNOWN_NODE
-
-
-def _filter_result(decision: FilterDecision, record: FilterRecord) -> wire.ExtenderFilterResult:
-    """The answer in NodeNames form: the passing names, in input order (as ``decision.passed``)."""
-    return wire.ExtenderFilterResult(
-        nodes=None,
-        node_names=record.passed,
-        failed_nodes=dict(sorted(decision.failed.items())) or None,
-        failed_and_unresolvable_nodes=dict(sorted(decision.unresolvable.items())) or None,
-    )
-
-
-def _encoded_filter_result(decision: FilterDecision, record: FilterRecord) -> tuple[bytes, msgspec.Raw]:
-    """The answer, and the same bytes as the record's ``response``: one object per outcome, compressed once by the
-    spool (``spool_codec.encode_event``)."""
-    answer = wire.encode(_filter_result(decision, record))
-    return answer, msgspec.Raw(answer)
-
-
-def _not_held(nodes: Sequence[NodeInfo], lookup: Callable[[str], NodeInfo | None]) -> frozenset[str]:
-    return frozenset(node.name for node in nodes if lookup(node.name) is None)
 
 
 def _reads_images(plugins: Iterable[object]) -> bool:
@@ -250,7 +216,7 @@ class Extender:
         """
         if mode != "names" or not knows_all_nodes(self.cluster):
             return set()
-        unknown = partial(_not_held, nodes, node_lookup(self.cluster))
+        unknown = partial(not_held, nodes, node_lookup(self.cluster))
         return set(shared_column(shared, "unknown", (nodes,), unknown))
 
     def _context(self, profile: Profile, pod: PodInfo, now: float, shared: SharedColumns | None = None) -> CycleContext:
@@ -284,26 +250,26 @@ class Extender:
             if len(decision.passed) > 1:  # kube-scheduler asks prioritize only when two or more nodes pass
                 passing = [everyone[candidates.at[i]] for i in decision.passed]
                 self._candidates_memo.prime(record.passed, passing, candidates.cluster.state)
-            answer, recorded = _encoded_filter_result(decision, record)
+            answer, recorded = encoded_filter_result(decision, record)
             return self._filtered(profile_name, started, mode, record, answer, recorded, pod)
         nodes, shared = candidates.nodes, candidates.shared
         decision, record = run_filter(profile, self._context(profile, pod, started.at, shared), nodes)
         unknown = self._unknown(mode, nodes, shared)
         if unknown:
-            _fail_unknown(decision, record, nodes, unknown)
+            fail_unknown(decision, record, nodes, unknown)
         if len(decision.passed) > 1:
             self._candidates_memo.prime(record.passed, [nodes[i] for i in decision.passed], candidates.state)
         if mode == "nodes":
-            result = _filter_result(decision, record)
+            result = filter_result(decision, record)
             result.node_names = None
             result.nodes = wire.NodeListOut(items=[raws[i] for i in decision.passed])
             answer = wire.encode(result)
-            result.nodes = wire.NodeListOut(items=[_echo_marker(nodes[i].name) for i in decision.passed])
+            result.nodes = wire.NodeListOut(items=[echo_marker(nodes[i].name) for i in decision.passed])
             recorded = msgspec.Raw(wire.encode(result))
         elif unknown:
-            answer, recorded = _encoded_filter_result(decision, record)
+            answer, recorded = encoded_filter_result(decision, record)
         else:  # the same verdicts, the same answer: encoded once per outcome
-            encode = partial(_encoded_filter_result, decision, record)
+            encode = partial(encoded_filter_result, decision, record)
             key = ("filter answer", profile_name, id(decision.outcome))
             answer, recorded = shared_column(shared, key, (decision.outcome,), encode)
         return self._filtered(profile_name, started, mode, record, answer, recorded, pod)
@@ -489,7 +455,7 @@ class Extender:
         context = self._context(profile, pod, started.at)
         decision, record = run_filter(profile, context, nodes)
         if unknown := self._unknown("names", nodes, context.shared):
-            _fail_unknown(decision, record, nodes, unknown)
+            fail_unknown(decision, record, nodes, unknown)
         kept = [nodes[i].name for i in decision.passed]
         answer = wire.encode(wire.ExtenderPreemptionResult(node_name_to_meta_victims={n: meta[n] for n in kept}))
         mode: NodeMode = "names" if args.node_name_to_meta_victims is not None else "nodes"

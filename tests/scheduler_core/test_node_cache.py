@@ -10,10 +10,11 @@ import pytest
 
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import NodeResourcesSpec, knows_all_nodes
+from scheduler_core.filter_answer import UNKNOWN_NODE
 from scheduler_core.kube_cache import KubernetesCluster
 from scheduler_core.kube_watch import Backoff, ListWatcher, nodes_resource
 from scheduler_core.profiles import load_profiles
-from scheduler_core.verbs import UNKNOWN_NODE, Extender
+from scheduler_core.verbs import Extender
 from tests.support.fake_kube_api import DROP, FakeKubeAPI, api_client_for
 from tests.support.inputs import traffic_store
 

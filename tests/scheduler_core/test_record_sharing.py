@@ -16,13 +16,14 @@ import msgspec
 
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import StaticCluster
+from scheduler_core.filter_answer import UNKNOWN_NODE
 from scheduler_core.profiles import load_profiles
 from scheduler_core.record import VerbEvent
 from scheduler_core.simulator import make_cluster, make_pod
 from scheduler_core.spool_codec import decode_event, encode_event
 from scheduler_core.traffic.store import TrafficStore
 from scheduler_core.traffic.synthetic import SyntheticTrafficSource
-from scheduler_core.verbs import UNKNOWN_NODE, Extender
+from scheduler_core.verbs import Extender
 
 PROFILES = (Path(__file__).resolve().parents[2] / "deploy" / "profiles.demo.yaml").read_text()
 

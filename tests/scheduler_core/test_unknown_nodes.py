@@ -8,8 +8,9 @@ import msgspec
 
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import NodeInfo, StaticCluster
+from scheduler_core.filter_answer import UNKNOWN_NODE
 from scheduler_core.profiles import load_profiles
-from scheduler_core.verbs import UNKNOWN_NODE, Extender
+from scheduler_core.verbs import Extender
 from tests.support.inputs import traffic_store
 
 NOW = 1_800_000_000.0
