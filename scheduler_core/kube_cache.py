@@ -80,11 +80,15 @@ class _NodeTable:
         if not name:
             return
         if event_type == "DELETED":
-            self.items.pop(name, None)
+            if self.items.pop(name, None) is None:
+                return
         else:
             info = self._convert(obj)
-            if info is not None:
-                self.items[name] = info
+            # A node's status is written again and again (conditions, heartbeats) with nothing a plugin reads: what
+            # the verbs keep per state of the nodes (every node judged once, looked-up lists) stays valid then.
+            if info is None or self.items.get(name) == info:
+                return
+            self.items[name] = info
         self.state = object()  # after the change: a reader that saw the new state sees the new items
         self._changed()
 

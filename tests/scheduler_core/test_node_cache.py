@@ -320,3 +320,31 @@ def test_a_node_s_new_images_count_in_the_next_call_with_the_same_node_names(
     api.put_node("node-2", images=[["docker.io/library/nginx:1.25.4", "nginx:1.25.4"]])
     assert cluster.wait_for(lambda: bool((n := cluster.node("node-2")) and n.images), WAIT)
     assert scores() == [with_image, with_image]
+
+
+def test_a_node_status_update_leaves_the_state_the_verbs_memoize_by_and_a_label_change_does_not() -> None:
+    from scheduler_core.kube_cache import _NodeTable
+
+    changes: list[None] = []
+    table = _NodeTable(lambda: changes.append(None))
+
+    def node(zone: str, heartbeat: str) -> dict:
+        return {
+            "metadata": {"name": "node-1", "labels": {"zone": zone}, "resourceVersion": heartbeat},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat}]},
+        }
+
+    table.apply("ADDED", node("a", "1"))
+    first = table.state
+    table.apply("MODIFIED", node("a", "2"))  # the kubelet's status report: same labels, same images
+
+    assert table.state is first
+    assert len(changes) == 1
+
+    table.apply("MODIFIED", node("b", "3"))
+    assert table.state is not first
+    assert table.items["node-1"].labels == {"zone": "b"}
+    table.apply("DELETED", node("b", "4"))
+    table.apply("DELETED", node("b", "5"))  # a delete of what is gone already changes nothing
+    assert not table.items
+    assert len(changes) == 3
