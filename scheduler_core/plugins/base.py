@@ -189,14 +189,18 @@ def shared_column(shared: SharedColumns, key: Hashable, sources: tuple[object, .
     return value
 
 
+_NAMES = "names"
+"""Where :func:`candidate_names` keeps its column, and :func:`seed_candidate_names` puts one."""
+
+
 def candidate_names(ctx: CycleContext, nodes: Sequence[NodeInfo]) -> list[str]:
     """The candidates' names, in order: once per candidate list (shared with the records: never mutated)."""
-    return shared_column(ctx.shared, "names", (nodes,), lambda: list(map(attrgetter("name"), nodes)))
+    return shared_column(ctx.shared, _NAMES, (nodes,), lambda: list(map(attrgetter("name"), nodes)))
 
 
 def seed_candidate_names(shared: SharedColumns, nodes: Sequence[NodeInfo], names: list[str]) -> None:
     """Make ``names`` (``nodes``' names, in order, never mutated) what :func:`candidate_names` answers for ``nodes``."""
-    shared.put("names", ((nodes,), names))
+    shared.put(_NAMES, ((nodes,), names))
 
 
 def candidate_positions(ctx: CycleContext, nodes: Sequence[NodeInfo]) -> dict[str, int]:
