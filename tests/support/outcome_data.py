@@ -8,6 +8,8 @@ two kinds of runtime write them. kube-state-metrics' gauges say who owns the pod
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tests.support.prometheus_data import STEP_SECONDS, counter_samples
 from tests.support.prometheus_server import Series
 
@@ -67,3 +69,43 @@ def outcome_series(anchor: int) -> tuple[Series, ...]:
         _gauge(anchor, "kube_pod_info", {"namespace": "shop", "pod": HOST_NETWORK_POD, "host_network": "true"}),
     )
     return nodes + pods + state
+
+
+def deployment_series(anchor: int, pods: Sequence[str], *, receive: float, transmit: float) -> tuple[Series, ...]:
+    """The nodes' series at :data:`NODE_RATES` and, for each of ``pods`` of the Deployment ``shop/api`` (ReplicaSet
+    ``api-6b5c9``), its own network counters at ``receive`` and ``transmit`` bytes/s and kube-state-metrics' owner
+    and pod-info gauges."""
+    found: list[Series] = [
+        Series(
+            "node_network_receive_bytes_total",
+            {"device": "eth0", "instance": f"10.2.0.{i}:9100", "kubernetes_node": node},
+            counter_samples(anchor, rate),
+        )
+        for i, (node, rate) in enumerate(NODE_RATES.items(), start=1)
+    ]
+    for name in pods:
+        labels = {"namespace": "shop", "pod": name, "interface": "eth0"}
+        found += [
+            Series(
+                "container_network_receive_bytes_total",
+                {**labels, "container": "POD"},
+                counter_samples(anchor, receive),
+            ),
+            Series(
+                "container_network_transmit_bytes_total", {**labels, "container": ""}, counter_samples(anchor, transmit)
+            ),
+            _gauge(
+                anchor,
+                "kube_pod_owner",
+                {"namespace": "shop", "pod": name, "owner_kind": "ReplicaSet", "owner_name": "api-6b5c9"},
+            ),
+            _gauge(anchor, "kube_pod_info", {"namespace": "shop", "pod": name, "host_network": "false"}),
+        ]
+    found.append(
+        _gauge(
+            anchor,
+            "kube_replicaset_owner",
+            {"namespace": "shop", "replicaset": "api-6b5c9", "owner_kind": "Deployment", "owner_name": "api"},
+        )
+    )
+    return tuple(found)

@@ -24,8 +24,7 @@ from dashboard.replays.models import HistoryReplay
 from dashboard.replays.services import history_replay_run
 from scheduler_core.workload_traffic import MIN_SAMPLES
 from tests.support.kube_scheduler import KubeScheduler
-from tests.support.outcome_data import NODE_RATES, _gauge
-from tests.support.prometheus_data import counter_samples
+from tests.support.outcome_data import deployment_series
 from tests.support.prometheus_server import PrometheusServer, Series, start_prometheus
 
 pytestmark = [pytest.mark.prometheus]
@@ -39,40 +38,7 @@ LEARNED = (RECEIVE + TRANSMIT) * 300
 
 
 def api_pod_series(anchor: int) -> tuple[Series, ...]:
-    found: list[Series] = [
-        Series(
-            "node_network_receive_bytes_total",
-            {"device": "eth0", "instance": f"10.2.0.{i}:9100", "kubernetes_node": node},
-            counter_samples(anchor, rate),
-        )
-        for i, (node, rate) in enumerate(NODE_RATES.items(), start=1)
-    ]
-    for name in [*LEARNERS, EARLY, LATE]:
-        labels = {"namespace": "shop", "pod": name, "interface": "eth0"}
-        found += [
-            Series(
-                "container_network_receive_bytes_total",
-                {**labels, "container": "POD"},
-                counter_samples(anchor, RECEIVE),
-            ),
-            Series(
-                "container_network_transmit_bytes_total", {**labels, "container": ""}, counter_samples(anchor, TRANSMIT)
-            ),
-            _gauge(
-                anchor,
-                "kube_pod_owner",
-                {"namespace": "shop", "pod": name, "owner_kind": "ReplicaSet", "owner_name": "api-6b5c9"},
-            ),
-            _gauge(anchor, "kube_pod_info", {"namespace": "shop", "pod": name, "host_network": "false"}),
-        ]
-    found.append(
-        _gauge(
-            anchor,
-            "kube_replicaset_owner",
-            {"namespace": "shop", "replicaset": "api-6b5c9", "owner_kind": "Deployment", "owner_name": "api"},
-        )
-    )
-    return tuple(found)
+    return deployment_series(anchor, [*LEARNERS, EARLY, LATE], receive=RECEIVE, transmit=TRANSMIT)
 
 
 @pytest.fixture(scope="module")
