@@ -227,6 +227,11 @@ SCHEDLENS_INGEST_PREPARE_BACKLOG = env_int("SCHEDLENS_INGEST_PREPARE_BACKLOG", 2
 """Records waiting in the spool (~4 batches, a few seconds of a busy scheduler) from which a pass of
 ``ingest_spool --follow`` prepares in those processes: keeping up, a thread costs less CPU than handing batches over,
 CPU the verbs share."""
+SCHEDLENS_SPOOL_FORM = env_choice("SCHEDLENS_SPOOL_FORM", "framed", ("framed", "deriving"))
+"""The form the verbs spool their records in: ``framed`` (``SLR\\x03``, read by every release since 8835e03) or
+``deriving`` (``SLR\\x04``: a prioritize leaves out its final scores and NetworkTraffic's scores, which its other
+columns give back; a quarter fewer bytes per 1000-node cycle). Only once no process of an older release reads the
+spool: those set ``SLR\\x04`` records aside (``docs/stored-formats.md``, rollback rule)."""
 SCHEDLENS_SPOOL_FAILURE = env_choice("SCHEDLENS_SPOOL_FAILURE", "fail", ("fail", "answer"))
 """When a record cannot be spooled (disk full): ``fail`` answers 503 (kube-scheduler's ``ignorable`` decides);
 ``answer`` answers anyway. Both log the record at ERROR and count ``schedlens_spool_append_failures_total``."""

@@ -1,15 +1,17 @@
 """The spool's bytes for a ``VerbEvent`` (:func:`encode_event`) and the event again (:func:`decode_event`).
 
 The verbs append one record per call to the spool, on the request path; the ingester reads them back, in another
-process and often another version. Four forms exist, told apart by their first bytes, and every one ever written is
+process and often another version. Five forms exist, told apart by their first bytes, and every one ever written is
 still read:
 
 - JSON (starts with ``{``): every call without a per-node record (bind, refused calls), readable as it is;
 - :data:`SPOOL_BINARY` (``SLR\\x01``): zstd-compressed MessagePack of the event, fields by position;
 - :data:`SPOOL_BINARY_DERIVED` (``SLR\\x02``): the same, for a prioritize whose answer is left out because it is
   derived from the record (``VerbEvent.answer_derived``);
-- :data:`SPOOL_FRAMED` (``SLR\\x03``, written now): the per-node fields and the answer each compressed as a frame of
-  its own, the rest of the event compressed as one.
+- :data:`SPOOL_FRAMED` (``SLR\\x03``, written by default): the per-node fields and the answer each compressed as a
+  frame of its own, the rest of the event compressed as one;
+- :data:`SPOOL_DERIVING` (``SLR\\x04``, written with ``SCHEDLENS_SPOOL_FORM=deriving``): the same, a prioritize's
+  scores that its other columns give back left out (``record_formulas``).
 
 A per-node record holds thousands of floats: binary, they are copied as 8 bytes each instead of being formatted as
 decimal text. The per-node fields repeat from call to call (a candidate list, a filter's outcome, one traffic
@@ -26,6 +28,7 @@ table (``dashboard.spool``), never read by the ingester.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -35,6 +38,7 @@ import zstandard
 from scheduler_core.compression import compressor, decompressor
 from scheduler_core.lru import LRU
 from scheduler_core.record import BindIntent, FilterRecord, PluginScores, PrioritizeRecord, VerbEvent
+from scheduler_core.record_formulas import derived_final, derived_scores, final_derives, scores_derive
 from scheduler_core.wire import encode_host_priorities
 
 _names_decoder = msgspec.msgpack.Decoder(list[str])
@@ -82,15 +86,33 @@ def _shared(raw: msgspec.Raw, decoder: msgspec.msgpack.Decoder[Any]) -> Any:
 
 
 class _Reader:
-    """How the spool's reader makes one record type: its spooled form, and which positions hold per-node fields."""
+    """How the spool's reader makes one record type: its spooled form, and which positions hold per-node fields.
 
-    def __init__(self, record: type[msgspec.Struct], nested: dict[str, Any] | None = None) -> None:
+    ``derivable``: (the ``SLR\\x04`` form) fields the writer leaves out when ``derived(record)`` names them, because
+    ``fill`` writes them again from the rest of the record (``record_formulas``): a per-node field as frame
+    :data:`DERIVED_FRAME`, another as nil.
+    """
+
+    def __init__(
+        self,
+        record: type[msgspec.Struct],
+        nested: dict[str, Any] | None = None,
+        *,
+        derivable: tuple[str, ...] = (),
+        derived: Callable[[Any], tuple[str, ...]] | None = None,
+        fill: Callable[[Any], None] | None = None,
+        form: str = "",
+    ) -> None:
         shared = _SHARED_FIELDS[record]
         nested = nested or {}
         fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
         framed: list[tuple[str, Any] | tuple[str, Any, Any]] = []
         self.shared: list[tuple[int, msgspec.msgpack.Decoder[Any]]] = []
         self.nested: list[tuple[int, _Reader]] = []
+        self.names = [info.name for info in msgspec.structs.fields(record)]
+        self.derivable = derivable
+        self.derived = derived
+        self.fill = fill
         self.empty: dict[int, type[list[Any]] | type[dict[Any, Any]]] = {}
         for position, info in enumerate(msgspec.structs.fields(record)):
             kind: Any = info.type
@@ -104,6 +126,8 @@ class _Reader:
                 kind = list[reader.spooled]  # type: ignore[name-defined]
                 framed_kind = list[reader.framed]  # type: ignore[name-defined]
                 self.nested.append((position, reader))
+            elif info.name in derivable:
+                framed_kind = info.type | None  # nil: derived
             if info.default is not msgspec.NODEFAULT:
                 fields.append((info.name, kind, info.default))
                 framed.append((info.name, framed_kind, info.default))
@@ -117,10 +141,11 @@ class _Reader:
             else:
                 fields.append((info.name, kind, msgspec.field(default_factory=info.default_factory)))
                 framed.append((info.name, framed_kind, msgspec.field(default_factory=info.default_factory)))
+        self.shared_positions = frozenset(position for position, _ in self.shared)
         self.record = record
         self.spooled = msgspec.defstruct(f"Spooled{record.__name__}", fields, gc=False, module=__name__)
         self.framed = msgspec.defstruct(
-            f"Framed{record.__name__}", framed, omit_defaults=True, gc=False, module=__name__
+            f"Framed{form}{record.__name__}", framed, omit_defaults=True, gc=False, module=__name__
         )
 
     def read(self, spooled: Any) -> Any:
@@ -134,24 +159,71 @@ class _Reader:
     def write_framed(self, record: Any, frames: list[bytes]) -> Any:
         """``record`` with each per-node field replaced by its frame's number in ``frames`` (appended there)."""
         values = list(msgspec.structs.astuple(record))
+        derived = self.derived(record) if self.derived is not None else ()
         for position, _ in self.shared:
-            values[position] = _frame_number(values[position], frames, raw=False)
+            if self.names[position] in derived:
+                values[position] = DERIVED_FRAME
+            else:
+                values[position] = _frame_number(values[position], frames, raw=False)
         for position, reader in self.nested:
             values[position] = [reader.write_framed(item, frames) for item in values[position]]
+        for name in derived:
+            if (position := self.names.index(name)) not in self.shared_positions:
+                values[position] = None
         return self.framed(*values)
 
     def read_framed(self, framed: Any, frames: list[bytes]) -> Any:
         values = list(msgspec.structs.astuple(framed))
         for position, decoder in self.shared:
             number = values[position]
-            values[position] = self.empty[position]() if number == 0 else _frame_value(frames, number, decoder)
+            if number == DERIVED_FRAME and self.names[position] in self.derivable:
+                values[position] = None  # written again by ``fill``
+            else:
+                values[position] = self.empty[position]() if number == 0 else _frame_value(frames, number, decoder)
         for position, reader in self.nested:
             values[position] = [reader.read_framed(item, frames) for item in values[position]]
-        return self.record(*values)
+        record = self.record(*values)
+        if self.fill is not None:
+            self.fill(record)
+        return record
+
+
+DERIVED_FRAME = -1
+"""(``SLR\\x04``) The frame number of a per-node field left out because the record's other fields give it."""
+
+
+def _scores_derived(plugin: PluginScores) -> tuple[str, ...]:
+    return ("scores",) if scores_derive(plugin) else ()
+
+
+def _fill_scores(plugin: PluginScores) -> None:
+    if plugin.scores is None:
+        plugin.scores = derived_scores(plugin)
+
+
+def _final_derived(record: PrioritizeRecord) -> tuple[str, ...]:
+    return ("final",) if final_derives(record.plugins, record.final) else ()
+
+
+def _fill_final(record: PrioritizeRecord) -> None:
+    if record.final is None:
+        record.final = derived_final(record.plugins, len(record.nodes))
 
 
 _FILTER_READER = _Reader(FilterRecord)
 _PRIORITIZE_READER = _Reader(PrioritizeRecord, {"plugins": _Reader(PluginScores)})
+_DERIVING_PRIORITIZE_READER = _Reader(
+    PrioritizeRecord,
+    {
+        "plugins": _Reader(
+            PluginScores, derivable=("scores",), derived=_scores_derived, fill=_fill_scores, form="Deriving"
+        )
+    },
+    derivable=("final",),
+    derived=_final_derived,
+    fill=_fill_final,
+    form="Deriving",
+)
 
 
 def _event_form(name: str, replaced: dict[str, tuple[Any, Any]]) -> type[msgspec.Struct]:
@@ -191,6 +263,14 @@ _FramedSpoolEvent = _event_form(
         "prioritize": (_PRIORITIZE_READER.framed | None, None),
     },
 )
+_DerivingSpoolEvent = _event_form(
+    "DerivingSpoolEvent",  # the rest of a :data:`SPOOL_DERIVING` record: as framed, derived columns left out
+    {
+        "response": (int, 0),
+        "filter": (_FILTER_READER.framed | None, None),
+        "prioritize": (_DERIVING_PRIORITIZE_READER.framed | None, None),
+    },
+)
 SPOOL_FIELDS = tuple(info.name for info in msgspec.structs.fields(VerbEvent))
 """The binary spool form's fields, in their positions."""
 _RESPONSE = SPOOL_FIELDS.index("response")
@@ -211,7 +291,13 @@ of its own, the rest of the record compressed as one; MessagePack ``[rest, frame
 holds each frame's number (0: empty, or a derived answer). A frame the writer compressed before, from the same object
 (a candidate list, a filter outcome's lists and answer, a snapshot's column), is not compressed again
 (:func:`_frame_number`)."""
-SPOOL_BINARY_FORMS = (SPOOL_BINARY, SPOOL_BINARY_DERIVED, SPOOL_FRAMED)
+SPOOL_DERIVING = b"SLR\x04"
+""":data:`SPOOL_FRAMED`, where a prioritize leaves out the columns its other columns give
+back by the frozen formulas of ``record_formulas`` (checked bit for bit on writing): its final scores (nil in the
+rest) and a plugin's scores that are the inverse share of its raw figures and herd bytes (frame
+:data:`DERIVED_FRAME`). The reader writes them again. A magic of its own: a version before it sets such a record
+aside (rejected, kept) rather than read it without its final scores."""
+SPOOL_BINARY_FORMS = (SPOOL_BINARY, SPOOL_BINARY_DERIVED, SPOOL_FRAMED, SPOOL_DERIVING)
 """Every binary form's first bytes (``bytes.startswith`` takes the tuple)."""
 _ZSTD_LEVEL = -1
 """One of zstd's fast levels: on the verbs' path, and a record's names and reasons repeat enough to compress well
@@ -224,6 +310,7 @@ _json_decoder = msgspec.json.Decoder(VerbEvent)
 _binary_encoder = msgspec.msgpack.Encoder()
 _binary_decoder = msgspec.msgpack.Decoder(_SpoolEvent)
 _framed_decoder = msgspec.msgpack.Decoder(_FramedSpoolEvent)
+_deriving_decoder = msgspec.msgpack.Decoder(_DerivingSpoolEvent)
 _frames_decoder = msgspec.msgpack.Decoder(list[bytes])
 _ANSWER_DERIVED = SPOOL_FIELDS.index("answer_derived")
 _written_frames: LRU[int, tuple[Any, bytes]] = LRU(FRAMES_KEPT)
@@ -267,8 +354,12 @@ def _decode_frame(frame: bytes, decoder: msgspec.msgpack.Decoder[Any] | None) ->
     return data if decoder is None else decoder.decode(data)
 
 
-def encode_event(event: VerbEvent) -> bytes:
+def encode_event(event: VerbEvent, *, deriving: bool = False) -> bytes:
     """The spool's bytes for ``event``; :func:`decode_event` gives it back field for field.
+
+    ``deriving``: in :data:`SPOOL_DERIVING` form (a prioritize leaves out the scores its other columns give back),
+    else :data:`SPOOL_FRAMED`. Off until every reader of a cluster reads the new form (the rollback rule,
+    ``docs/stored-formats.md``): ``SCHEDLENS_SPOOL_FORM``.
 
     A call with a per-node record (filter, prioritize, preempt) is written in :data:`SPOOL_FRAMED` form: its
     thousands of floats are copied as 8 bytes each instead of being formatted as decimal text, and compressed; the
@@ -285,11 +376,12 @@ def encode_event(event: VerbEvent) -> bytes:
     if event.filter is not None:
         values[_FILTER] = _FILTER_READER.write_framed(event.filter, frames)
     if event.prioritize is not None:
-        values[_PRIORITIZE] = _PRIORITIZE_READER.write_framed(event.prioritize, frames)
+        writer = _DERIVING_PRIORITIZE_READER if deriving else _PRIORITIZE_READER
+        values[_PRIORITIZE] = writer.write_framed(event.prioritize, frames)
     derived = event.answer_derived and event.prioritize is not None
     values[_RESPONSE] = 0 if derived else _frame_number(event.response, frames, raw=True)
     rest = compressor(_ZSTD_LEVEL).compress(_binary_encoder.encode(values))
-    return SPOOL_FRAMED + _binary_encoder.encode([rest, *frames])
+    return (SPOOL_DERIVING if deriving else SPOOL_FRAMED) + _binary_encoder.encode([rest, *frames])
 
 
 def decode_event(data: bytes, *, derive_answer: bool = True) -> VerbEvent:
@@ -300,8 +392,10 @@ def decode_event(data: bytes, *, derive_answer: bool = True) -> VerbEvent:
     ingester, which stores a derived answer as derived and never reads it: writing it again would look up every
     node name as a new string, for nothing.
     """
+    if data.startswith(SPOOL_DERIVING):
+        return _decode_framed(data, derive_answer, _deriving_decoder, _DERIVING_PRIORITIZE_READER)
     if data.startswith(SPOOL_FRAMED):
-        return _decode_framed(data, derive_answer)
+        return _decode_framed(data, derive_answer, _framed_decoder, _PRIORITIZE_READER)
     derived = data.startswith(SPOOL_BINARY_DERIVED)
     if not derived and not data.startswith(SPOOL_BINARY):
         return _json_decoder.decode(data)
@@ -318,17 +412,19 @@ def decode_event(data: bytes, *, derive_answer: bool = True) -> VerbEvent:
     return VerbEvent(*values)
 
 
-def _decode_framed(data: bytes, derive_answer: bool) -> VerbEvent:
+def _decode_framed(
+    data: bytes, derive_answer: bool, decoder: msgspec.msgpack.Decoder[Any], prioritize: _Reader
+) -> VerbEvent:
     rest, *frames = _frames_decoder.decode(memoryview(data)[len(SPOOL_FRAMED) :]) or [b""]
     try:
         unpacked = decompressor().decompress(rest)
     except zstandard.ZstdError as exc:
         raise msgspec.DecodeError(f"a record cannot be decompressed: {exc}") from None
-    values: list[Any] = list(msgspec.structs.astuple(_framed_decoder.decode(unpacked)))
+    values: list[Any] = list(msgspec.structs.astuple(decoder.decode(unpacked)))
     if values[_FILTER] is not None:
         values[_FILTER] = _FILTER_READER.read_framed(values[_FILTER], frames)
     if values[_PRIORITIZE] is not None:
-        values[_PRIORITIZE] = _PRIORITIZE_READER.read_framed(values[_PRIORITIZE], frames)
+        values[_PRIORITIZE] = prioritize.read_framed(values[_PRIORITIZE], frames)
     number = values[_RESPONSE]
     if number == 0 and values[_ANSWER_DERIVED] and values[_PRIORITIZE] is not None:
         values[_RESPONSE] = _derived_answer(values[_PRIORITIZE], derive_answer)

@@ -82,6 +82,8 @@ def templates(
     snapshot's figures repeat until the next snapshot. ``backlog`` cycles through them: ask
     for as many as the backlog has cycles, or the ingester sees the same few records again and again.
     """
+    from django.conf import settings
+
     from benchmarks.cost.driver import Candidates
     from dashboard.traffic.view import LocalInputs
     from scheduler_core.binding import SimulatedBinder
@@ -93,6 +95,8 @@ def templates(
     from scheduler_core.traffic.store import TrafficStore
     from scheduler_core.traffic.synthetic import SyntheticTrafficSource
     from scheduler_core.verbs import Extender
+
+    deriving = settings.SCHEDLENS_SPOOL_FORM == "deriving"  # the spool form the verbs are set to write
 
     cluster = make_cluster(nodes)
     view = StaticCluster.from_document(cluster.document())
@@ -121,27 +125,31 @@ def templates(
         body = msgspec.json.encode({"Pod": pod, "Nodes": None, "NodeNames": names})
         with meter or nullcontext():
             filtered = extender.filter(profile, body)
-            encoded = [encode_event(filtered.event)]
+            encoded = [encode_event(filtered.event, deriving=deriving)]
         passed = msgspec.json.decode(filtered.body)["NodeNames"]
         best = passed[0] if passed else None
         if len(passed) > 1:
             body = msgspec.json.encode({"Pod": pod, "Nodes": None, "NodeNames": passed})
             with meter or nullcontext():
                 scored = extender.prioritize(profile, body)
-                encoded.append(encode_event(scored.event))
+                encoded.append(encode_event(scored.event, deriving=deriving))
             best = max(msgspec.json.decode(scored.body), key=lambda h: h["Score"])["Host"]
         if best is not None:
             meta = pod["metadata"]
             bind = {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": best}
-            encoded.append(encode_event(extender.bind(profile, msgspec.json.encode(bind)).event))
+            encoded.append(encode_event(extender.bind(profile, msgspec.json.encode(bind)).event, deriving=deriving))
         out.append(encoded)
     return out
 
 
 def backlog(cycle_templates: list[list[bytes]], cycles: int, spool_dir: Path) -> tuple[list[float], int]:
     """Append ``cycles`` cycles to a fresh spool; returns each append's time (ms) and the bytes appended."""
+    from django.conf import settings
+
     from dashboard.spool import Spool
     from scheduler_core.spool_codec import decode_event, encode_event
+
+    deriving = settings.SCHEDLENS_SPOOL_FORM == "deriving"
 
     spool = Spool(spool_dir)
     decoded = [[decode_event(raw) for raw in cycle] for cycle in cycle_templates]
@@ -155,7 +163,7 @@ def backlog(cycle_templates: list[list[bytes]], cycles: int, spool_dir: Path) ->
             copy = msgspec.structs.replace(
                 event, event_id=uuid.uuid4().hex, pod_uid=uid, started_at=event.started_at + shift
             )
-            data = encode_event(copy)
+            data = encode_event(copy, deriving=deriving)
             started = time.perf_counter()
             spool.append(data)
             timings.append((time.perf_counter() - started) * 1000)

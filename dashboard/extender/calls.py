@@ -101,7 +101,7 @@ def answer_call(*, profile: str, verb: str, content_type: str, body: Callable[[]
         result: VerbResult = runtime.extender.refuse(verb, profile, refusal.status, refusal.message)
     else:
         result = getattr(runtime.extender, verb)(profile, data)
-    record = encode_event(result.event)
+    record = encode_event(result.event, deriving=settings.SCHEDLENS_SPOOL_FORM == "deriving")
     row_id: int | None = None
     try:
         row_id = runtime.spool.append(record, confirm_later=True, settles=result.intent)

@@ -49,9 +49,7 @@ from dashboard.storage.columns import (
     extender_of,
     final_column,
     from_prediction,
-    inverse_share,
     scores_column,
-    weighted_mean,
 )
 from dashboard.storage.identity_cache import IdentityCache
 from dashboard.storage.shared_parts import (
@@ -71,6 +69,7 @@ from scheduler_core.record import (
     PrioritizeRecord,
     VerbEvent,
 )
+from scheduler_core.record_formulas import inverse_share, weighted_mean
 from scheduler_core.wire import encode_host_priorities
 
 BODY_FORMAT = 2

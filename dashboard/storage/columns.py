@@ -40,6 +40,7 @@ import numpy as np
 from dashboard.storage.identity_cache import IdentityCache
 from scheduler_core.engine import score_thresholds
 from scheduler_core.record import PluginScores, PrioritizeRecord
+from scheduler_core.record_formulas import float_array, inverse_share, on_grid, weighted_mean
 
 
 class Column(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
@@ -135,51 +136,15 @@ def column_decode(column: Column) -> list[Any]:
     return values
 
 
-_MSGPACK_FLOAT64 = np.dtype([("tag", "u1"), ("value", ">f8")])
-"""An item of a MessagePack array of floats: the float 64 tag (0xcb), then the value big-endian."""
-
-
-def _float_array(values: Sequence[Any]) -> np.ndarray | None:
-    """``values`` as a float64 array when every one is a float (not an int, a bool or None), else None.
-
-    Through MessagePack, which writes each float as its tag and 8 bytes: one pass in C, where checking each value's
-    type in Python and converting in numpy would cost several. Sound: each item begins with its type's tag, so when
-    the item at 0 is a float 64 the next begins 9 bytes on, and so on; with every tag 0xcb and the length 9 bytes an
-    item, all are.
-    """
-    if type(values) is not list:
-        return None
-    count = len(values)
-    header = 1 if count < 16 else 3 if count < 1 << 16 else 5
-    data = _msgpack.encode(values)
-    if len(data) != header + 9 * count:
-        return None
-    items = np.frombuffer(data, dtype=_MSGPACK_FLOAT64, offset=header)
-    if not (items["tag"] == 0xCB).all():
-        return None
-    return items["value"].astype(np.float64)
-
-
-def _floats_or_nan(values: Sequence[Any]) -> np.ndarray:
-    """``values`` as float64, None as NaN (numpy's own conversion when they are not all floats)."""
-    found = _float_array(values)
-    return found if found is not None else np.array(values, dtype=np.float64)
-
-
 # --- predicted columns (body format 2) -----------------------------------------------------------------------
 
 _RESIDUAL = np.dtype("<i8")
 """A predicted column's residuals: ten-thousandths (the record's 4 decimals), little-endian 64-bit integers."""
 
 
-def _on_grid(values: np.ndarray) -> np.ndarray:
-    """``values`` in ten-thousandths, each the nearest whole number (``engine.round4`` rounds the same way)."""
-    return np.rint(values * 1e4)
-
-
 def from_prediction(predicted: np.ndarray, residuals: bytes) -> np.ndarray:
     """The values of a predicted column: ``predicted`` on the 4-decimal grid, plus the stored ``residuals``."""
-    grid = _on_grid(predicted)
+    grid = on_grid(predicted)
     if residuals:
         grid += np.frombuffer(residuals, dtype=_RESIDUAL)
     return grid / 1e4
@@ -193,13 +158,13 @@ def _predicted_column(kind: int, predicted: np.ndarray, values: Sequence[float])
     does not give (a node without a raw figure, a record from another version) is one residual; nothing is ever
     assumed, each column is checked by decoding it.
     """
-    actual = _float_array(values)
+    actual = float_array(values)
     if actual is None or len(actual) != len(predicted):
         return None  # ints, bools or None would come back as floats
     if from_prediction(predicted, b"").tobytes() == actual.tobytes():
         return Column(kind, b"")  # every value is the prediction (an engine's record): what the rest would find
     with np.errstate(invalid="ignore"):
-        difference = _on_grid(actual) - _on_grid(predicted)
+        difference = on_grid(actual) - on_grid(predicted)
     if not np.isfinite(difference).all() or np.abs(difference).max(initial=0.0) >= 2.0**53:
         return None
     residuals = difference.astype(_RESIDUAL)
@@ -209,28 +174,6 @@ def _predicted_column(kind: int, predicted: np.ndarray, values: Sequence[float])
     if from_prediction(predicted, data).tobytes() != actual.tobytes():
         return None  # -0.0, or a value off the 4-decimal grid
     return Column(kind, data)
-
-
-def weighted_mean(plugins: Sequence[PluginScores], count: int) -> np.ndarray:
-    """The final scores the engine computes from these recorded scores (``engine.run_prioritize``)."""
-    totals = np.zeros(count)
-    total_weight = 0
-    for plugin in plugins:
-        if plugin.applicable:
-            total_weight += plugin.weight
-            totals += _floats_or_nan(plugin.scores) * plugin.weight
-    return totals / total_weight if total_weight else totals
-
-
-def inverse_share(raw: Sequence[float | None], herd: Sequence[float]) -> np.ndarray:
-    """``100 − x·100/max(x)`` for x = raw + herd bytes (``NetworkTraffic``'s scores); 0 where raw is None."""
-    figures = _floats_or_nan(raw)  # None → NaN
-    if herd:
-        figures += _floats_or_nan(herd)
-    known = ~np.isnan(figures)
-    highest = float(figures[known].max()) if known.any() else 0.0
-    factor = 100.0 / highest if highest > 0 else 0.0
-    return np.where(known, 100.0 - figures * factor, 0.0)
 
 
 def scores_column(plugin: PluginScores) -> Column:
@@ -286,7 +229,7 @@ _EXTENDER_THRESHOLDS_ARRAY = np.array(_EXTENDER_THRESHOLDS, dtype=np.float64)
 def extender_of(final: Sequence[float]) -> list[int]:
     """The extender scores (0..10) of these final scores, under the frozen formula."""
     try:
-        found = _float_array(final)
+        found = float_array(final)
         values = found if found is not None else np.frombuffer(array("d", final), dtype=np.float64)
     except (TypeError, OverflowError):  # not all numbers: the bisection raises (or answers) as it always did
         return list(map(bisect_right, repeat(_EXTENDER_THRESHOLDS), final))

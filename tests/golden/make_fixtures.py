@@ -43,6 +43,10 @@ Writers (name: commit, what it wrote):
   it: a ``SLR\\x03`` prioritize whose NetworkTraffic counted two binds by their pods' own traffic:
   ``spool/framed_prioritize_herd_reconciled``. Written from the working tree itself, like ``pod-assumed``.
 
+- ``derived-scores`` @ the commit that adds ``SLR\\x04`` (issue 30), the first to write it: a filter, and a
+  prioritize whose final scores and NetworkTraffic's scores are left out because its other columns give them back:
+  ``spool/deriving_{filter,prioritize}``. Written from the working tree itself, like ``pod-assumed``.
+
 Each ``<fixture>.json`` beside the bytes says which form and writer, and holds the expected values: the inputs
 (``make_fixtures_inputs.py``), written there by hand and handed to the writer, never the writer's output read
 back. A field the writer's version did not have is expected at the value written by hand in ``LATER`` (what a
@@ -65,6 +69,7 @@ from make_fixtures_spool import (
     write_binary_first,
     write_binary_last,
     write_bind_intents,
+    write_derived_scores,
     write_herd_reconciled,
     write_json,
     write_pod_assumed,
@@ -87,6 +92,7 @@ def main() -> None:
         "bind-intents": write_bind_intents,
         "pod-assumed": write_pod_assumed,
         "herd-reconciled": write_herd_reconciled,
+        "derived-scores": write_derived_scores,
     }[name](writer)
 
 

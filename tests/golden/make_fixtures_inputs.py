@@ -18,6 +18,7 @@ WRITERS = {
     "bind-intents": "the commit that added bind intents (issue 20, item 6; parent 56c96b8)",
     "pod-assumed": "the commit that added PluginScores.pod_assumed (issue 32, item 4; parent 97f217b)",
     "herd-reconciled": "the commit that added PluginScores.herd_reconciled (issue 32, item 3; parent 03b93f0)",
+    "derived-scores": "the commit that added the SLR\\x04 spool form (issue 30; parent ce2dd48)",
 }
 
 # --- inputs, written by hand ---------------------------------------------------------------------------

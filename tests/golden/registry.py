@@ -59,6 +59,8 @@ FIXTURES: dict[str, tuple[str, Any]] = {
     "spool/framed_preempt.bin": (SPOOL_RECORD, b"SLR\x03"),
     "spool/framed_prioritize_pod_assumed.bin": (SPOOL_RECORD, b"SLR\x03"),
     "spool/framed_prioritize_herd_reconciled.bin": (SPOOL_RECORD, b"SLR\x03"),
+    "spool/deriving_filter.bin": (SPOOL_RECORD, b"SLR\x04"),
+    "spool/deriving_prioritize.bin": (SPOOL_RECORD, b"SLR\x04"),
     # Bind intents (``scheduler_core.spool_codec.decode_intent``).
     "spool/intent_json.bin": (BIND_INTENT, b"{"),
     # Spool files (``dashboard.spool.Spool``).

@@ -20,12 +20,14 @@ from scheduler_core.record import (
 from scheduler_core.spool_codec import (
     SPOOL_BINARY,
     SPOOL_BINARY_DERIVED,
+    SPOOL_DERIVING,
     SPOOL_FIELDS,
     SPOOL_FRAMED,
     answer_of,
     decode_event,
     encode_event,
 )
+from scheduler_core.wire import encode_host_priorities
 
 EVERY_FIELD: dict[str, Any] = {
     "event_id": "e-1",
@@ -94,7 +96,7 @@ APPENDED_SINCE = ("answer_derived", "profile_version")
 
 def unpacked(data: bytes) -> tuple[list[Any], list[bytes]]:
     """A framed record's rest (its fields by position, frames by number) and its frames, decompressed."""
-    assert data.startswith(SPOOL_FRAMED)
+    assert data.startswith((SPOOL_FRAMED, SPOOL_DERIVING))
     rest, *frames = msgspec.msgpack.decode(data[len(SPOOL_FRAMED) :])
     return msgspec.msgpack.decode(decompressor().decompress(rest)), [decompressor().decompress(f) for f in frames]
 
@@ -225,6 +227,67 @@ def test_a_framed_node_list_of_the_wrong_type_or_a_missing_frame_is_refused_when
         decode_event(framed(rest, [["a"]]))
     with pytest.raises(msgspec.DecodeError, match="cannot be decompressed"):
         decode_event(SPOOL_FRAMED + msgspec.msgpack.encode([b"not zstd"]))
+
+
+def _engine_like(final_off: float = 0.0) -> VerbEvent:
+    """A prioritize whose NetworkTraffic scores are the inverse share of its raw bytes plus herd bytes and whose final
+    scores are the weighted mean, rounded to 4 decimals, as the engine records them (``final_off`` added to the
+    last final score)."""
+    raw = [3.0e6, 1.5e6, None, 7.25e6]
+    herd = [0.0, 2.0e6, 0.0, 0.0]
+    # 100 − x·100/max(x) with x = raw + herd, max 7.25e6; the node without a figure scores 0 by the formula.
+    traffic = [round(100 - 3.0e6 * 100 / 7.25e6, 4), round(100 - 3.5e6 * 100 / 7.25e6, 4), 0.0, 0.0]
+    resources = [20.0, 40.0, 60.0, 80.0]
+    final = [round((t * 3 + r * 1) / 4, 4) for t, r in zip(traffic, resources, strict=True)]
+    final[-1] += final_off
+    scored = PrioritizeRecord(
+        nodes=["a", "b", "c", "d"],
+        plugins=[
+            PluginScores("NetworkTraffic", 3, traffic, raw=raw, herd_bytes=herd),
+            PluginScores("NodeResourceFitByCR", 1, resources),
+        ],
+        final=final,
+        extender=[round(f / 10) for f in final],
+    )
+    answer = msgspec.Raw(encode_host_priorities(scored.nodes, scored.extender))
+    fields = {"verb": "prioritize", "filter": None, "prioritize": scored, "bind": None, "preempt": None}
+    return VerbEvent(**{**EVERY_FIELD, **fields, "response": answer})
+
+
+def test_scores_the_record_gives_back_are_left_out_of_the_spool_and_written_again_on_reading() -> None:
+    event = _engine_like()
+    assert encode_event(event).startswith(SPOOL_FRAMED), "written only when asked for (the rollback rule)"
+    data = encode_event(event, deriving=True)
+    assert data.startswith(SPOOL_DERIVING)
+    rest, frames = unpacked(data)
+    spooled = rest[SPOOL_FIELDS.index("prioritize")]
+    traffic, resources = spooled["plugins"]
+    assert spooled["final"] is None, "the final scores are the weighted mean: left out"
+    assert traffic["scores"] == spool_codec.DERIVED_FRAME, "NetworkTraffic's scores are the inverse share: left out"
+    assert resources["scores"] != spool_codec.DERIVED_FRAME, "scores without raw figures are spooled"
+    assert not any(msgspec.msgpack.decode(f) == event.prioritize.plugins[0].scores for f in frames)
+    back = decode_event(data)
+    assert back == event
+    assert msgspec.msgpack.encode(back.prioritize.final) == msgspec.msgpack.encode(event.prioritize.final)
+    assert all(type(v) is float for v in back.prioritize.plugins[0].scores)
+
+
+def test_a_final_score_off_the_formula_is_spooled_as_it_is() -> None:
+    event = _engine_like(final_off=0.0001)
+    rest, _ = unpacked(encode_event(event, deriving=True))
+    assert rest[SPOOL_FIELDS.index("prioritize")]["final"] == event.prioritize.final
+    assert decode_event(encode_event(event, deriving=True)) == event
+
+
+def test_a_derived_column_in_the_earlier_framed_form_is_refused() -> None:
+    # SLR\x03 never left a column out: a frame numbered as derived there is damage, not a derivation.
+    event = _engine_like()
+    rest, packed = unpacked(encode_event(event, deriving=True))
+    frames = [msgspec.msgpack.decode(frame) for frame in packed]
+    rest[SPOOL_FIELDS.index("prioritize")]["final"] = event.prioritize.final
+    assert decode_event(SPOOL_DERIVING + framed(rest, frames)[len(SPOOL_FRAMED) :]) == event
+    with pytest.raises(msgspec.DecodeError, match="part -1"):
+        decode_event(framed(rest, frames))
 
 
 def test_frames_shared_between_calls_are_compressed_once(monkeypatch) -> None:
