@@ -230,8 +230,9 @@ CPU the verbs share."""
 SCHEDLENS_SPOOL_FORM = env_choice("SCHEDLENS_SPOOL_FORM", "framed", ("framed", "deriving"))
 """The form the verbs spool their records in: ``framed`` (``SLR\\x03``, read by every release since 8835e03) or
 ``deriving`` (``SLR\\x04``: a prioritize leaves out its final scores and NetworkTraffic's scores, which its other
-columns give back; a quarter fewer bytes per 1000-node cycle). Only once no process of an older release reads the
-spool: those set ``SLR\\x04`` records aside (``docs/stored-formats.md``, rollback rule)."""
+columns give back; a quarter fewer bytes per 1000-node cycle), which the ingester stores as spooled (body format 3).
+Only once no process of an older release reads the spool or the history: those set ``SLR\\x04`` records aside and
+cannot read format 3 bodies (``docs/stored-formats.md``, rollback rule)."""
 SCHEDLENS_SPOOL_FAILURE = env_choice("SCHEDLENS_SPOOL_FAILURE", "fail", ("fail", "answer"))
 """When a record cannot be spooled (disk full): ``fail`` answers 503 (kube-scheduler's ``ignorable`` decides);
 ``answer`` answers anyway. Both log the record at ERROR and count ``schedlens_spool_append_failures_total``."""

@@ -150,7 +150,7 @@ def bulk_load(total: int, *, span_days: int) -> float:
     from django.db import connection
 
     from dashboard.services.node_tallies import NodeCounts
-    from dashboard.storage.call_body import body_referring_to
+    from dashboard.storage.call_body_read import body_referring_to
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT * FROM dashboard_schedulingcycle ORDER BY id")

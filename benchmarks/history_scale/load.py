@@ -132,7 +132,7 @@ def bulk_load(
     from django.db import connection
 
     from dashboard.audit.chain import GENESIS
-    from dashboard.storage.call_body import body_referring_to
+    from dashboard.storage.call_body_read import body_referring_to
 
     ci = {name: i for i, name in enumerate(cycle_columns)}
     vi = {name: i for i, name in enumerate(call_columns)}

@@ -140,7 +140,7 @@ def read_templates() -> tuple[list[Template], list[str], list[str], dict[int, An
     from dashboard.audit.chain import CALL_COLUMNS
     from dashboard.models import VerbCall
     from dashboard.services.node_tallies import NodeCounts
-    from dashboard.storage.call_body import body_referring_to
+    from dashboard.storage.call_body_read import body_referring_to
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT * FROM dashboard_schedulingcycle ORDER BY id")

@@ -42,7 +42,8 @@ from dashboard.ingest.record_writes import (
 from dashboard.models import Outcome, SchedulingCycle, VerbCall, shared_part_data
 from dashboard.selectors.cycles import call_filter_get, call_reads
 from dashboard.services.node_tallies import placed_node
-from dashboard.storage.call_body import FilterReference, body_read, filter_reference
+from dashboard.storage.call_body import FilterReference, filter_reference
+from dashboard.storage.call_body_read import body_read
 from dashboard.storage.call_record import call_read
 from scheduler_core.record import BIND, FILTER, PREEMPT, PRIORITIZE, CallRecord, CycleRecords, FilterRecord, VerbEvent
 
@@ -203,6 +204,8 @@ def _new_filter_reference(call: NewCall) -> FilterReference | None:
 
 def _referring_right(cycle_calls: Sequence[_Call], call: NewCall) -> NewCall:
     """``call`` (a prioritize) referring to its cycle's filter call, or to none: built again if it guessed wrong."""
+    if call.as_spooled:
+        return call
     found = _cycle_filter(cycle_calls)
     if found is None:
         return call if not call.refers_to else call.referring_to(None)

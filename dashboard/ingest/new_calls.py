@@ -5,10 +5,12 @@ into cycles needs) and its decoded form is dropped: a batch then holds the store
 objects every per-node record decodes to. The dedicated ingester builds them in processes of their own
 (``dashboard.ingest.call_builders``) and they travel back pickled, hence the compact ``__getstate__``s here.
 
-A prioritize body refers to its cycle's filter call (``dashboard.storage.call_body.FilterReference``) instead of
-repeating the filter's per-node data. It is built against the latest filter of the same pod this process saw
-(:data:`recent_filters`); the fold (``dashboard.ingest.cycles``) checks that this is the cycle's filter and
-builds it again (:meth:`NewCall.referring_to`) when it is not.
+A record the verb spooled in ``SLR\\x04`` form is stored as it was spooled (``call_body.body_as_spooled``): nothing
+is transcoded. Any other per-node record is transcoded; then a prioritize body refers to its cycle's filter call
+(``dashboard.storage.call_body.FilterReference``) instead of repeating the filter's per-node data. It is built
+against the latest filter of the same pod this process saw (:data:`recent_filters`); the fold
+(``dashboard.ingest.cycles``) checks that this is the cycle's filter and builds it again
+(:meth:`NewCall.referring_to`) when it is not.
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ from django.conf import settings
 from dashboard.ingest.sanitize import sanitize_for_postgres
 from dashboard.models import VerbCall
 from dashboard.storage.call_body import (
+    BODY_AS_SPOOLED,
     EncodedBody,
     FilterReference,
     NulInRecordError,
+    body_as_spooled,
     body_encode_with_references,
     filter_reference,
 )
@@ -191,15 +195,22 @@ EXPLAINED_VERBS = frozenset({FILTER, PRIORITIZE, BIND})
 """The verbs whose records an ``Explained`` Event's summary reads."""
 
 
-def body_of(event: VerbEvent, reference: FilterReference | None) -> tuple[VerbEvent, EncodedBody | None]:
+def body_of(
+    event: VerbEvent, reference: FilterReference | None, spooled: bytes | None = None
+) -> tuple[VerbEvent, EncodedBody | None]:
     """The binary body of a per-node record (``dashboard.storage.call_body``), None when the call is stored as JSON;
     with a filter's reference (what a prioritize of its cycle may refer to) and shared part.
+
+    ``spooled``: the spool bytes ``event`` was decoded from, unchanged (no NUL, no name cut, no error added), to be
+    stored as they are when their form allows; then with neither reference nor shared part.
 
     The event comes back with NUL replaced when a string of its record held one (``sanitize_for_postgres`` found
     the strings written to columns; the body's encoder finds the rest).
     """
     if event.filter is None and event.prioritize is None and event.preempt is None:
         return event, None
+    if spooled is not None and (body := body_as_spooled(spooled)) is not None:
+        return event, EncodedBody(body, None, None)
     try:
         return event, body_encode_with_references(event, filter_reference=reference)
     except NulInRecordError:
@@ -288,9 +299,17 @@ class NewCall:
             setattr(self, name, value)
 
     @classmethod
-    def of(cls, event: VerbEvent, *, reference: FilterReference | None = None, source: bytes | None = None) -> NewCall:
-        """The new call of ``event`` (already sanitized); a prioritize refers to ``reference`` when it can."""
-        event, encoded = body_of(event, reference if event.prioritize is not None else None)
+    def of(
+        cls,
+        event: VerbEvent,
+        *,
+        reference: FilterReference | None = None,
+        source: bytes | None = None,
+        spooled: bytes | None = None,
+    ) -> NewCall:
+        """The new call of ``event`` (already sanitized); a prioritize refers to ``reference`` when it can.
+        ``spooled``: the spool bytes of an event that sanitizing left as it was (see :func:`body_of`)."""
+        event, encoded = body_of(event, reference if event.prioritize is not None else None, spooled)
         body = encoded.body if encoded is not None else None
         at = when(event.started_at)
         call = cls(
@@ -322,9 +341,16 @@ class NewCall:
                     encoded.filter_reference if encoded is not None else filter_reference(event.event_id, event.filter)
                 )
         if event.prioritize is not None:
-            call.refers_to = reference.event_id if reference is not None and body is not None else ""
+            call.refers_to = (
+                reference.event_id if reference is not None and body is not None and not call.as_spooled else ""
+            )
             call.source = source if source is not None else event
         return call
+
+    @property
+    def as_spooled(self) -> bool:
+        """Stored as the verb spooled it: it refers to no other call, whatever its cycle."""
+        return self.body is not None and self.body[0] == BODY_AS_SPOOLED
 
     def referring_to(self, reference: FilterReference | None) -> NewCall:
         """This prioritize built again, referring to ``reference`` (another filter) or to none."""
@@ -338,11 +364,11 @@ class NewCall:
         return NewCall.of(event, reference=reference, source=source if isinstance(source, bytes) else None)
 
 
-def build_call(event: VerbEvent, source: bytes | None = None) -> NewCall:
+def build_call(event: VerbEvent, source: bytes | None = None, spooled: bytes | None = None) -> NewCall:
     """The new call of ``event`` (sanitized), built in arrival order: a filter is remembered for its pod's
-    prioritize."""
+    prioritize. ``spooled``: as :meth:`NewCall.of`."""
     reference = recent_filters.get(event.pod_uid) if event.prioritize is not None and event.pod_uid else None
-    call = NewCall.of(event, reference=reference, source=source)
+    call = NewCall.of(event, reference=reference, source=source, spooled=spooled)
     if event.filter is not None and event.pod_uid:
         recent_filters.put(event.pod_uid, call.filter_reference)
     return call

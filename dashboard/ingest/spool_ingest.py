@@ -50,7 +50,8 @@ def ready_calls(rows: list[SpoolRow], grace_seconds: float) -> list[NewCall | No
     now = time.time()
     for row in rows:
         try:
-            event = sanitize_for_postgres(decode_event(row.data, derive_answer=False), row.data)
+            decoded = decode_event(row.data, derive_answer=False)
+            event = sanitize_for_postgres(decoded, row.data)
         except (msgspec.DecodeError, zstandard.ZstdError) as exc:
             log.error("spool row %s is not a verb record (%s); set aside in the spool's rejected table", row.id, exc)
             ready.append(None)
@@ -62,7 +63,7 @@ def ready_calls(rows: list[SpoolRow], grace_seconds: float) -> list[NewCall | No
             event = unconfirmed(event)
             ready.append(build_call(event))  # its source is the event: the row's bytes lack the error
             continue
-        call = build_call(event)
+        call = build_call(event, spooled=row.data if event is decoded else None)
         call.source = None  # a prioritize's: its row holds it, and ``with_row_sources`` puts the row's bytes back
         ready.append(call)
     return ready

@@ -5,7 +5,7 @@
 The counts of the record already stored are backfilled as the ingester and the rebuild counted calls when this
 migration was written (``dashboard.services.node_tallies``), so that pruning it later subtracts exactly what was added.
 That code is frozen here, so what this migration computes does not change when the live module does. A binary body is
-read with ``dashboard.storage.call_body.body_read``, as migrations name their fields' classes: it is the codec of a
+read with ``dashboard.storage.call_body_read.body_read``, as migrations name their fields' classes: it is the codec of a
 stored format, which must read every body ever stored as it was written (tests/golden pins those bytes).
 
 Every answered filter call is decoded once, in one transaction (the verbs keep answering and spooling meanwhile, the
@@ -21,7 +21,7 @@ from typing import Any
 from django.db import migrations, models
 from django.db.models import Count
 
-from dashboard.storage.call_body import body_read
+from dashboard.storage.call_body_read import body_read
 from dashboard.storage.call_record import record_builtins
 
 CHUNK = 2000

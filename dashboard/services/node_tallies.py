@@ -37,7 +37,7 @@ from dashboard.models import (
     VerbCall,
     shared_part_data,
 )
-from dashboard.storage.call_body import body_read
+from dashboard.storage.call_body_read import body_read
 from dashboard.storage.call_record import record_from_json
 from scheduler_core.record import BIND, FILTER, CallRecord
 

@@ -21,63 +21,58 @@ what was recorded:
 Binary, the body needs no base64 (unlike packed JSON), and it is a fraction of the packed JSON of the same record
 (``benchmarks/record`` measures what is stored). The chain seals the body's SHA-256 (``dashboard.audit.chain``).
 
-Decoding never reads the database: the caller passes where a referenced filter call's record (``filter_records``)
-and a shared part's bytes (``shared_parts``) are found.
+Reading a body is ``call_body_read``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import compress, filterfalse
 from operator import not_
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import msgspec
-import zstandard
 
 from dashboard.storage.columns import (
     FILTER_TRAFFIC,
-    INVERSE_SHARE,
     SAME_AS_SCORES,
-    WEIGHTED_MEAN,
     Column,
     cached_column,
-    column_decode,
     column_encode,
     extender_of,
     final_column,
-    from_prediction,
     scores_column,
 )
 from dashboard.storage.identity_cache import IdentityCache
 from dashboard.storage.shared_parts import (
     SharedFilterPart,
     SharedPartBytes,
-    SharedPartLookup,
-    shared_part_decode,
     shared_part_encode,
 )
-from scheduler_core.compression import compressor, decompressor
+from scheduler_core.compression import compressor
 from scheduler_core.record import (
-    CallRecord,
     FilterRecord,
-    NodeMode,
     PluginScores,
-    PreemptRecord,
     PrioritizeRecord,
     VerbEvent,
 )
-from scheduler_core.record_formulas import inverse_share, weighted_mean
+from scheduler_core.spool_codec import SPOOL_DERIVING
 from scheduler_core.wire import encode_host_priorities
 
 BODY_FORMAT = 2
 """The first byte of every body written now; a later format gets another number and this module keeps reading the
 earlier ones. 2 added the predicted column kinds (``WEIGHTED_MEAN``, ``INVERSE_SHARE``) and the shared parts: a
 version that reads only 1 sets such a body aside as unreadable instead of misreading it."""
-BODY_FORMATS_READ = frozenset({1, 2})
-_BODY_LEVEL = 1
+BODY_AS_SPOOLED = 3
+"""The first byte of a body that is the record as the verb spooled it in ``SLR\\x04`` form (``spool_codec``), stored
+without transcoding (:func:`body_as_spooled`): the ingester does not rebuild its lists, and reading decodes it as
+the ingester did (``decode_event``), with every column the spool left out written again."""
+BODY_FORMATS_READ = frozenset({1, 2, BODY_AS_SPOOLED})
+TRANSCODED_FORMATS = frozenset({1, 2})
+"""The formats that hold a :class:`Body` (zstd MessagePack after the format byte)."""
+BODY_LEVEL = 1
 
 
 class FilterBody(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
@@ -143,16 +138,11 @@ class FilterReference(msgspec.Struct, gc=False):
 _json = msgspec.json.Encoder()
 _msgpack = msgspec.msgpack.Encoder()
 _body_encoder = msgspec.msgpack.Encoder()
-_body_decoder = msgspec.msgpack.Decoder(Body)
-_filter_record_decoder = msgspec.json.Decoder(FilterRecord)
-_names_json_decoder = msgspec.json.Decoder(list[str])
-_failures_json_decoder = msgspec.json.Decoder(dict[str, dict[str, str]])
-_prioritize_record_decoder = msgspec.json.Decoder(PrioritizeRecord)
-_preempt_record_decoder = msgspec.json.Decoder(PreemptRecord)
-_ANSWER_PASSED = b'{"Nodes":null,"NodeNames":'
+ANSWER_PASSED = b'{"Nodes":null,"NodeNames":'
 
 
-def _passed_positions(nodes: Sequence[str], failures: Mapping[str, Any]) -> list[bool]:
+def passed_positions(nodes: Sequence[str], failures: Mapping[str, Any]) -> list[bool]:
+    """Per node of a filter's candidates: it has no failure (it passed)."""
     return list(map(not_, map(failures.__contains__, nodes)))
 
 
@@ -160,15 +150,15 @@ _positions: IdentityCache[list[bool]] = IdentityCache(64)
 
 
 def _passing(nodes: Sequence[str], failures: Mapping[str, Any]) -> list[bool]:
-    """:func:`_passed_positions`, once per pair of objects (``identity_cache``); read only."""
-    return _positions.get((nodes, failures), partial(_passed_positions, nodes, failures))
+    """:func:`passed_positions`, once per pair of objects (``identity_cache``); read only."""
+    return _positions.get((nodes, failures), partial(passed_positions, nodes, failures))
 
 
 def filter_reference(event_id: str, record: FilterRecord) -> FilterReference | None:
     """What a later prioritize of the same cycle may refer to (see :class:`FilterReference`); None: nothing."""
     if record.passed != list(filterfalse(record.failures.__contains__, record.nodes)):
         return None
-    traffic = _reference_traffic(record, _passed_positions(record.nodes, record.failures))
+    traffic = _reference_traffic(record, passed_positions(record.nodes, record.failures))
     return FilterReference(event_id, _msgpack.encode(record.passed), traffic)
 
 
@@ -219,7 +209,7 @@ def _shape_made(record: FilterRecord, response: bytes) -> _FilterShape:
             unresolvable = flags  # the failed nodes that are unresolvable, in failures order, each once
     elif failures:
         unresolvable = b""
-    prefix = _ANSWER_PASSED + _json.encode(record.passed)
+    prefix = ANSWER_PASSED + _json.encode(record.passed)
     shared = SharedFilterPart(
         nodes=_json.encode(record.nodes),
         failures=_json.encode(failures) if failures else b"",
@@ -378,126 +368,11 @@ def body_encode_with_references(event: VerbEvent, *, filter_reference: FilterRef
     made = references[0] if references else None
     if made is not None:
         made.event_id = event.event_id
-    return EncodedBody(
-        bytes([BODY_FORMAT]) + compressor(_BODY_LEVEL).compress(_body_encoder.encode(body)), made, shared
-    )
+    return EncodedBody(bytes([BODY_FORMAT]) + compressor(BODY_LEVEL).compress(_body_encoder.encode(body)), made, shared)
 
 
-FilterRecordLookup = Callable[[str], "FilterRecord | None"]
-"""Event id of a filter call → its record (as :func:`body_decode` gives it), or None when it is not found."""
-
-
-def _filter_record_decode(
-    body: FilterBody, shared_parts: SharedPartLookup
-) -> tuple[FilterRecord, SharedFilterPart | None]:
-    """A filter body's record, with its shared part's lists put back (and the part, for its answer)."""
-    record = _filter_record_decoder.decode(body.record)
-    shared: SharedFilterPart | None = None
-    if body.shared_part:
-        shared = shared_part_decode(body.shared_part, shared_parts)
-        record.nodes = _names_json_decoder.decode(shared.nodes)
-        if shared.failures:
-            record.failures = _failures_json_decoder.decode(shared.failures)
-        if shared.traffic is not None:
-            record.traffic_bytes = column_decode(shared.traffic)
-    if body.passed_derived:
-        failures = record.failures
-        record.passed = [n for n in record.nodes if n not in failures]
-    if body.unresolvable is not None:
-        record.unresolvable = list(compress(record.failures, body.unresolvable))
-    if body.traffic is not None:
-        record.traffic_bytes = column_decode(body.traffic)
-    return record, shared
-
-
-def _prioritize_record_decode(body: PrioritizeBody, filter_records: FilterRecordLookup) -> PrioritizeRecord:
-    record = _prioritize_record_decoder.decode(body.record)
-    filter_record = filter_records(body.filter_event) if body.filter_event else None
-    if body.filter_event and filter_record is None:
-        raise ValueError(f"the filter call {body.filter_event} this record refers to is not stored")
-    if body.nodes_passed:
-        record.nodes = list(filter_record.passed) if filter_record is not None else []
-    traffic: list[Any] | None = None
-    for plugin, scores, raw, herd in zip(record.plugins, body.scores, body.raws, body.herd, strict=True):
-        # Raw figures and herd bytes first: a plugin's scores may be predicted from them (``INVERSE_SHARE``).
-        if raw is not None and raw.kind == FILTER_TRAFFIC:
-            if traffic is None:
-                assert filter_record is not None
-                nodes, failures = filter_record.nodes, filter_record.failures
-                traffic = list(compress(filter_record.traffic_bytes, _passed_positions(nodes, failures)))
-            plugin.raw = list(traffic)
-        elif raw is not None and raw.kind != SAME_AS_SCORES:
-            plugin.raw = column_decode(raw)
-        if herd is not None:
-            plugin.herd_bytes = column_decode(herd)
-        if scores.kind == INVERSE_SHARE:
-            plugin.scores = from_prediction(inverse_share(plugin.raw, plugin.herd_bytes), scores.data).tolist()
-        else:
-            plugin.scores = column_decode(scores)
-        if raw is not None and raw.kind == SAME_AS_SCORES:
-            plugin.raw = list(plugin.scores)
-    if body.final.kind == WEIGHTED_MEAN:
-        predicted = weighted_mean(record.plugins, len(record.nodes))
-        record.final = from_prediction(predicted, body.final.data).tolist()
-    else:
-        record.final = column_decode(body.final)
-    record.extender = extender_of(record.final) if body.extender is None else list(body.extender)
-    return record
-
-
-def body_decode(
-    body: bytes, *, filter_records: FilterRecordLookup, shared_parts: SharedPartLookup
-) -> tuple[CallRecord, Any]:
-    """The record (as the event carried it) and the answer, from a stored body.
-
-    ``filter_records``: where the filter call a prioritize body refers to is found; ``shared_parts``: where the
-    shared part a filter body names is found."""
-    if not body or body[0] not in BODY_FORMATS_READ:
-        raise ValueError(f"unknown body format {body[:1]!r}")
-    decoded = _body_decoder.decode(decompressor().decompress(body[1:]))
-    answer: Any
-    record = CallRecord(node_mode=node_mode_of(decoded.node_mode), error_path=decoded.error_path)
-    if decoded.filter is not None:
-        record.filter, shared = _filter_record_decode(decoded.filter, shared_parts)
-        text = shared.answer if decoded.filter.answer_shared and shared is not None else decoded.filter.answer
-        if decoded.filter.answer_passed:
-            text = _ANSWER_PASSED + _json.encode(record.filter.passed) + text
-        answer = msgspec.json.decode(text)
-    elif decoded.prioritize is not None:
-        scored = record.prioritize = _prioritize_record_decode(decoded.prioritize, filter_records)
-        if decoded.prioritize.answer is None:
-            answer = [{"Host": h, "Score": s} for h, s in zip(scored.nodes, scored.extender, strict=True)]
-        else:
-            answer = msgspec.json.decode(decoded.prioritize.answer)
-    else:
-        if decoded.record not in (b"", b"{}"):  # a body holds no other record than a preempt's
-            record.preempt = _preempt_record_decoder.decode(decoded.record)
-        answer = msgspec.json.decode(decoded.answer)
-    return record, answer
-
-
-def node_mode_of(text: str) -> NodeMode:
-    if text not in ("names", "nodes", ""):
-        raise ValueError(f"unknown node mode {text[:20]!r}")
-    return cast(NodeMode, text)
-
-
-def body_referring_to(body: bytes, event_ids: Mapping[str, str]) -> bytes:
-    """``body`` with its reference to a filter call (a prioritize's) renamed by ``event_ids`` (old → new); other
-    bodies as they are. For copies of whole cycles under new event ids (``benchmarks/dashboard/history.py``), never for
-    recorded ones."""
-    decoded = _body_decoder.decode(decompressor().decompress(body[1:]))
-    if decoded.prioritize is None or decoded.prioritize.filter_event not in event_ids:
-        return body
-    decoded.prioritize.filter_event = event_ids[decoded.prioritize.filter_event]
-    return body[:1] + compressor(_BODY_LEVEL).compress(_body_encoder.encode(decoded))
-
-
-def body_read(
-    body: bytes, *, filter_records: FilterRecordLookup, shared_parts: SharedPartLookup
-) -> tuple[CallRecord, Any]:
-    """:func:`body_decode`, or, for a damaged body, a record saying so (as ``packed_json.unpack`` does)."""
-    try:
-        return body_decode(body, filter_records=filter_records, shared_parts=shared_parts)
-    except (ValueError, TypeError, KeyError, zstandard.ZstdError, msgspec.DecodeError, msgspec.ValidationError) as exc:
-        return CallRecord(unreadable=f"stored body cannot be read: {exc}"), None
+def body_as_spooled(spooled: bytes) -> bytes | None:
+    """The body of a record stored as the verb spooled it; None for a spool form stored transcoded (``SLR\\x03``
+    and earlier hold the columns ``SLR\\x04`` leaves out: stored as they are, a 1000-node cycle would outgrow its
+    bound)."""
+    return bytes([BODY_AS_SPOOLED]) + spooled if spooled.startswith(SPOOL_DERIVING) else None

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from dashboard.storage.call_body import FilterRecordLookup, body_read, node_mode_of
+from dashboard.storage.call_body_read import FilterRecordLookup, body_read, node_mode_of
 from dashboard.storage.shared_parts import SharedPartLookup
 from scheduler_core.record import (
     BIND,

@@ -2,7 +2,7 @@
 (:class:`scheduler_core.history_replay.recorded_cycles.CycleColumns`), without a Python object per node where it can
 be helped.
 
-:func:`dashboard.storage.call_body.body_decode` rebuilds the whole record as the API serves it: every per-node list,
+:func:`dashboard.storage.call_body_read.body_decode` rebuilds the whole record as the API serves it: every per-node list,
 every plugin's figures and details. A replay reads a few of them (the candidates, the filter's failures, passed
 nodes and traffic figures; each score plugin's scores, ``NetworkTraffic``'s raw figures and herd bytes), so this
 module decodes only those, into numpy arrays, and keeps what many calls share:
@@ -16,7 +16,7 @@ module decodes only those, into numpy arrays, and keeps what many calls share:
 
 Anything else (a call stored as JSON before migration 0004, a prioritize referring to another filter call, a
 column holding non-finite values, nodes unknown to the node cache, …) is read the general way,
-:func:`~dashboard.storage.call_body.body_read` then
+:func:`~dashboard.storage.call_body_read.body_read` then
 :func:`~scheduler_core.history_replay.recorded_cycles.recorded_cycle_from_records`,
 so every cycle reads the same either way (``tests/dashboard/replays/test_replay_inputs.py`` checks both against each
 other).
@@ -35,7 +35,7 @@ import msgspec
 import numpy as np
 import zstandard
 
-from dashboard.storage.call_body import BODY_FORMATS_READ, Body
+from dashboard.storage.call_body import TRANSCODED_FORMATS, Body
 from dashboard.storage.call_record import call_read
 from dashboard.storage.columns import (
     F64_SHUFFLED,
@@ -279,8 +279,8 @@ class CycleReader:
         if body is None:
             raise _Unsupported("stored as JSON")
         data = bytes(body)
-        if not data or data[0] not in BODY_FORMATS_READ:
-            raise _Unsupported("unknown body format")
+        if not data or data[0] not in TRANSCODED_FORMATS:
+            raise _Unsupported("stored as spooled, or of an unknown format")
         decoded: Body = _body_decoder.decode(decompressor().decompress(data[1:]))
         return decoded
 

@@ -47,6 +47,9 @@ Writers (name: commit, what it wrote):
   prioritize whose final scores and NetworkTraffic's scores are left out because its other columns give them back:
   ``spool/deriving_{filter,prioritize}``. Written from the working tree itself, like ``pod-assumed``.
 
+- ``body-as-spooled`` @ the commit that adds body format 3 (issue 30), the first to store it: the same two records
+  stored as the verb spooled them: ``bodies/body3_{filter,prioritize}``. Written from the working tree itself.
+
 Each ``<fixture>.json`` beside the bytes says which form and writer, and holds the expected values: the inputs
 (``make_fixtures_inputs.py``), written there by hand and handed to the writer, never the writer's output read
 back. A field the writer's version did not have is expected at the value written by hand in ``LATER`` (what a
@@ -64,7 +67,7 @@ import os
 import sys
 from pathlib import Path
 
-from make_fixtures_bodies import write_body1, write_current
+from make_fixtures_bodies import write_body1, write_body_as_spooled, write_current
 from make_fixtures_spool import (
     write_binary_first,
     write_binary_last,
@@ -93,6 +96,7 @@ def main() -> None:
         "pod-assumed": write_pod_assumed,
         "herd-reconciled": write_herd_reconciled,
         "derived-scores": write_derived_scores,
+        "body-as-spooled": write_body_as_spooled,
     }[name](writer)
 
 

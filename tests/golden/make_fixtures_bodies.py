@@ -1,6 +1,7 @@
 """The writers of call bodies (``make_fixtures.py``): ``body1`` (body format 1, an audit link of a body call) and
 ``current`` (every form still written: ``SLR\\x03``, JSON bind and refused calls, body format 2 and its shared
-part, packed and plain columns, the spool file with ``answered`` and ``rejected``)."""
+part, packed and plain columns, the spool file with ``answered`` and ``rejected``) and ``body-as-spooled`` (body
+format 3)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from make_fixtures_inputs import (
     alone_prioritize,
     big_filter,
     big_prioritize,
+    derived_score_events,
     event,
     prioritize,
     prioritize_answer,
@@ -201,3 +203,30 @@ def write_current(w: Writer) -> None:
             "expected_events": {"1": framed[1], "2": bind[1], "3": refused_row[1], "4": preempt[1]},
         },
     )
+
+
+def write_body_as_spooled(w: Writer) -> None:
+    """Body format 3: a filter and a prioritize stored as the verb spooled them in ``SLR\\x04`` form (the inputs of
+    ``derived-scores``: the prioritize's final and NetworkTraffic scores left out of the spool, written again on
+    reading)."""
+    from make_fixtures_writer import record_view
+
+    from dashboard.storage import call_body
+    from scheduler_core import spool_codec
+
+    for name, value in derived_score_events():
+        name = name.replace("deriving_", "body3_")
+        made, expected = w.verb_event(value)
+        body = call_body.body_as_spooled(spool_codec.encode_event(made, deriving=True))
+        assert body is not None
+        assert body[0] == 3, body[:1]
+        meta: dict[str, Any] = {
+            "form": "body format 3",
+            "event_id": value["event_id"],
+            "refers_to_filter": "",
+            "shared_part": "",
+            "column_kinds": [],
+            "expected_record": record_view(expected),
+            "expected_answer": json.loads(value["response"]),
+        }
+        w.save("bodies", name, body, meta)

@@ -19,6 +19,7 @@ WRITERS = {
     "pod-assumed": "the commit that added PluginScores.pod_assumed (issue 32, item 4; parent 97f217b)",
     "herd-reconciled": "the commit that added PluginScores.herd_reconciled (issue 32, item 3; parent 03b93f0)",
     "derived-scores": "the commit that added the SLR\\x04 spool form (issue 30; parent ce2dd48)",
+    "body-as-spooled": "the commit that added body format 3 (issue 30; parent 338176d)",
 }
 
 # --- inputs, written by hand ---------------------------------------------------------------------------
@@ -332,3 +333,23 @@ def event(event_id: str, verb: str, started_at: float, answer: str, **fields: An
 
 T0 = 1_795_400_000.125
 """2026-11-22 12:26:40.125 UTC (the records' start times count on from it)."""
+
+
+def derived_score_events() -> list[tuple[str, dict[str, Any]]]:
+    """(fixture name, event) of ``derived-scores`` and ``body-as-spooled``: a filter, and a prioritize whose final
+    scores and NetworkTraffic's scores its other columns give back. By hand: NetworkTraffic of x = raw + herd bytes,
+    max 3.6e9: 100 − 1.2e9·100/3.6e9 = 66.6667, 0, 100 − 2.4e9·100/3.6e9 = 33.3333; finals (weights 2 and 1)
+    (2·66.6667 + 100) / 3 = 77.7778, 40 / 3 = 13.3333, (2·33.3333 + 70) / 3 = 45.5555; fixed: 8, 1, 5."""
+    filtered = event("golden-deriving-filter", "filter", T0 + 0.07, FILTER_ANSWER, filter=FILTER)
+    filtered["profile_version"] = "7d4e2b6a9c01"
+    scored = prioritize(scale="fixed")
+    traffic = scored["plugins"][0]
+    traffic["raw"] = [1.2e9, 3.0e9, 2.4e9]
+    traffic["scores"] = [66.6667, 0.0, 33.3333]
+    traffic["notes"] = {}
+    scored["final"] = [77.7778, 13.3333, 45.5555]
+    scored["extender"] = [8, 1, 5]
+    answer = prioritize_answer([8, 1, 5])
+    prioritized = event("golden-deriving-prioritize", "prioritize", T0 + 0.08, answer, prioritize=scored)
+    prioritized["profile_version"] = "7d4e2b6a9c01"
+    return [("deriving_filter", filtered), ("deriving_prioritize", prioritized)]

@@ -23,6 +23,7 @@ from make_fixtures_inputs import (
     RECONCILED_BIND,
     T0,
     big_filter,
+    derived_score_events,
     event,
     intent,
     prioritize,
@@ -182,36 +183,19 @@ def write_herd_reconciled(w: Writer) -> None:
 
 def write_derived_scores(w: Writer) -> None:
     """``SLR\\x04``: a filter, and a prioritize whose final scores and NetworkTraffic's scores were left out because
-    its other columns give them back (``scheduler_core.record_formulas``). By hand: NetworkTraffic of x = raw + herd
-    bytes, max 3.6e9: 100 − 1.2e9·100/3.6e9 = 66.6667, 0, 100 − 2.4e9·100/3.6e9 = 33.3333; finals (weight 2 and 1)
-    (2·66.6667 + 100) / 3 = 77.7778, 40 / 3 = 13.3333, (2·33.3333 + 70) / 3 = 45.5555; fixed: 8, 1, 5."""
+    its other columns give them back (``scheduler_core.record_formulas``; the inputs: ``derived_score_events``)."""
     from scheduler_core import spool_codec  # the record module no longer encodes (``Writer.spool`` is for old ones)
 
-    value = event("golden-deriving-filter", "filter", T0 + 0.07, FILTER_ANSWER, filter=FILTER)
-    value["profile_version"] = "7d4e2b6a9c01"
-    made, expected = w.verb_event(value)
-    data = spool_codec.encode_event(made, deriving=True)
-    assert data.startswith(b"SLR\x04"), data[:4]
-    w.save("spool", "deriving_filter", data, {"form": "SLR\\x04", "expected": expected})
-
-    scored = prioritize(scale="fixed")
-    traffic = scored["plugins"][0]
-    traffic["raw"] = [1.2e9, 3.0e9, 2.4e9]
-    traffic["scores"] = [66.6667, 0.0, 33.3333]
-    traffic["notes"] = {}
-    scored["final"] = [77.7778, 13.3333, 45.5555]
-    scored["extender"] = [8, 1, 5]
-    answer = prioritize_answer([8, 1, 5])
-    value = event("golden-deriving-prioritize", "prioritize", T0 + 0.08, answer, prioritize=scored)
-    value["profile_version"] = "7d4e2b6a9c01"
-    made, expected = w.verb_event(value)
-    data = spool_codec.encode_event(made, deriving=True)
-    assert data.startswith(b"SLR\x04"), data[:4]
-    rest, *_ = spool_codec._frames_decoder.decode(data[4:])
-    spooled = spool_codec._deriving_decoder.decode(spool_codec.decompressor().decompress(rest)).prioritize
-    assert spooled.final is None, "the final scores were spooled"
-    assert spooled.plugins[0].scores == spool_codec.DERIVED_FRAME, "NetworkTraffic's scores were spooled"
-    w.save("spool", "deriving_prioritize", data, {"form": "SLR\\x04", "expected": expected})
+    for name, value in derived_score_events():
+        made, expected = w.verb_event(value)
+        data = spool_codec.encode_event(made, deriving=True)
+        assert data.startswith(b"SLR\x04"), data[:4]
+        if made.prioritize is not None:
+            rest, *_ = spool_codec._frames_decoder.decode(data[4:])
+            spooled = spool_codec._deriving_decoder.decode(spool_codec.decompressor().decompress(rest)).prioritize
+            assert spooled.final is None, "the final scores were spooled"
+            assert spooled.plugins[0].scores == spool_codec.DERIVED_FRAME, "NetworkTraffic's scores were spooled"
+        w.save("spool", name, data, {"form": "SLR\\x04", "expected": expected})
 
 
 def write_bind_intents(w: Writer) -> None:

@@ -67,7 +67,7 @@ FIXTURES: dict[str, tuple[str, Any]] = {
     "spool_files/spool_before_answered.sqlite3": (SPOOL_FILE, WITHOUT_ANSWERED),
     "spool_files/spool_current.sqlite3": (SPOOL_FILE, WITH_ANSWERED),
     "spool_files/spool_with_intents.sqlite3": (SPOOL_FILE, WITH_INTENTS),
-    # Call bodies and shared parts (``dashboard.storage.call_body.body_read``).
+    # Call bodies and shared parts (``dashboard.storage.call_body_read.body_read``).
     "bodies/body1_filter.bin": (CALL_BODY, 1),
     "bodies/body1_prioritize.bin": (CALL_BODY, 1),
     "bodies/body1_preempt.bin": (CALL_BODY, 1),
@@ -78,6 +78,8 @@ FIXTURES: dict[str, tuple[str, Any]] = {
     "bodies/body2_prioritize_shared.bin": (CALL_BODY, 2),
     "bodies/body2_prioritize_alone.bin": (CALL_BODY, 2),
     f"bodies/{PART}.bin": (SHARED_PART, 2),
+    "bodies/body3_filter.bin": (CALL_BODY, 3),
+    "bodies/body3_prioritize.bin": (CALL_BODY, 3),
     # The jsonb columns of calls without a body (``dashboard.storage.packed_json.unpack``).
     "columns/packed_filter_record.bin": (COLUMN, "$zstd"),
     "columns/packed_filter_answer.bin": (COLUMN, "$zstd"),

@@ -27,7 +27,8 @@ from dashboard.ingest.spool_ingest import spool_ingest
 from dashboard.models import NodePosting, SchedulingCycle, VerbCall
 from dashboard.selectors.cycles import call_reads
 from dashboard.spool import Spool
-from dashboard.storage.call_body import Body, body_decode, body_encode, body_encode_with_references
+from dashboard.storage.call_body import Body, body_encode, body_encode_with_references
+from dashboard.storage.call_body_read import body_decode
 from dashboard.storage.call_record import record_builtins
 from dashboard.storage.columns import (
     F64_SHUFFLED,

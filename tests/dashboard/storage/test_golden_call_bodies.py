@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.storage.call_body import body_read
+from dashboard.storage.call_body_read import body_read
 from dashboard.storage.call_record import record_builtins
 from dashboard.storage.columns import column_decode
 from dashboard.storage.packed_json import PACK_KEY, stored_form, unpack

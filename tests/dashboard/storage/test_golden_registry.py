@@ -8,7 +8,7 @@ from typing import Any
 
 from dashboard.outcomes.codec import OUTCOME_FORMS_READ
 from dashboard.replays.selectors import REPORT_FORMS_READ
-from dashboard.storage.call_body import BODY_FORMATS_READ
+from dashboard.storage.call_body import BODY_FORMATS_READ, TRANSCODED_FORMATS
 from dashboard.storage.packed_json import PACK_KEY
 from scheduler_core.spool_codec import INTENT_FORMS, SPOOL_BINARY_FORMS
 from tests.dashboard import test_golden_spool_forms
@@ -47,7 +47,7 @@ def readable_forms() -> dict[str, set[Any]]:
         SPOOL_FILE: {WITHOUT_ANSWERED, WITH_ANSWERED, WITH_INTENTS},
         BIND_INTENT: set(INTENT_FORMS),
         CALL_BODY: set(BODY_FORMATS_READ),
-        SHARED_PART: {f for f in BODY_FORMATS_READ if f >= 2},  # format 2 added the shared part
+        SHARED_PART: {f for f in TRANSCODED_FORMATS if f >= 2},  # format 2 added the shared part; 3 has none
         COLUMN: {PACK_KEY, "plain"},
         AUDIT_LINK: {"json call", "body call"},
         OUTCOME: set(OUTCOME_FORMS_READ),

@@ -16,7 +16,8 @@ from dashboard.ingest.cycles import cycles_ingest_events
 from dashboard.ingest.new_calls import record_of
 from dashboard.models import SchedulingCycle, SharedPart, VerbCall, shared_part_data
 from dashboard.services.retention import cycles_prune
-from dashboard.storage.call_body import FilterBody, _body_decoder
+from dashboard.storage.call_body import FilterBody
+from dashboard.storage.call_body_read import _body_decoder
 from dashboard.storage.shared_parts import MIN_SHARED_BYTES
 from scheduler_core.compression import decompressor
 from scheduler_core.record import VerbEvent

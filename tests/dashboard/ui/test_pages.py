@@ -407,7 +407,7 @@ def test_the_nodes_page_reads_kept_counts_in_as_many_queries_whatever_the_histor
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from dashboard.storage import call_body
+    from dashboard.storage import call_body_read as call_body
 
     decoded: list[bytes] = []
     decode = call_body.body_decode
