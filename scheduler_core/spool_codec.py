@@ -37,6 +37,7 @@ import zstandard
 
 from scheduler_core.compression import compressor, decompressor
 from scheduler_core.lru import LRU
+from scheduler_core.plugins.traffic import NetworkTraffic
 from scheduler_core.record import BindIntent, FilterRecord, PluginScores, PrioritizeRecord, VerbEvent
 from scheduler_core.record_formulas import derived_final, derived_scores, final_derives, scores_derive
 from scheduler_core.wire import encode_host_priorities
@@ -193,7 +194,9 @@ DERIVED_FRAME = -1
 
 
 def _scores_derived(plugin: PluginScores) -> tuple[str, ...]:
-    return ("scores",) if scores_derive(plugin) else ()
+    # Tried for the plugin whose formula it is only: another plugin's scores are spooled without converting its
+    # columns for a check that fails. Read back whatever the plugin (frame DERIVED_FRAME: the inverse share).
+    return ("scores",) if plugin.name == NetworkTraffic.name and scores_derive(plugin) else ()
 
 
 def _fill_scores(plugin: PluginScores) -> None:

@@ -2,10 +2,11 @@
 (:class:`scheduler_core.history_replay.recorded_cycles.CycleColumns`), without a Python object per node where it can
 be helped.
 
-:func:`dashboard.storage.call_body_read.body_decode` rebuilds the whole record as the API serves it: every per-node list,
-every plugin's figures and details. A replay reads a few of them (the candidates, the filter's failures, passed
-nodes and traffic figures; each score plugin's scores, ``NetworkTraffic``'s raw figures and herd bytes), so this
-module decodes only those, into numpy arrays, and keeps what many calls share:
+:func:`dashboard.storage.call_body_read.body_decode` rebuilds the whole record as the API serves it: every per-node
+list, every plugin's figures and details. A replay reads a few of them (the candidates, the filter's failures,
+passed nodes and traffic figures; each score plugin's scores, ``NetworkTraffic``'s raw figures and herd bytes), so
+this module decodes only those of a transcoded body (formats 1 and 2), into numpy arrays, and keeps what many calls
+share (a body stored as spooled, format 3, is read the general way, as the API reads it):
 
 - a shared part (a snapshot's candidates, failures and traffic figures, named by its digest) is read, checked
   against its digest and decoded once, then kept (:class:`CycleReader`, the latest :data:`PARTS_KEPT`);
