@@ -67,15 +67,18 @@ def record_templates(nodes: int, count: int, *, herd: bool = False) -> None:
     ``herd``: with the herd estimate on, as in production: each bind raises its node's estimate for the pods after
     it, so the prioritize records carry herd bytes (the history replay benchmark wants them)."""
     import msgspec
+    from django.conf import settings
 
-    from dashboard.ingest.cycles import cycles_ingest_events
+    from dashboard.ingest.cycles import cycles_ingest_records
     from scheduler_core.binding import SimulatedBinder
     from scheduler_core.cluster import StaticCluster
     from scheduler_core.profiles import load_profiles
     from scheduler_core.simulator import make_cluster, make_pod
-    from scheduler_core.spool_codec import decode_event, encode_event
+    from scheduler_core.spool_codec import encode_event
     from scheduler_core.verbs import Extender
     from scheduler_core.wire import encode
+
+    deriving = settings.SCHEDLENS_SPOOL_FORM == "deriving"  # bodies as the ingester stores that form
 
     rng = random.Random(4)
     synthetic = make_cluster(nodes, seed=11)
@@ -104,7 +107,7 @@ def record_templates(nodes: int, count: int, *, herd: bool = False) -> None:
             meta = pod["metadata"]
             binding = {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"]}
             events.append(extender.bind(profile, encode({**binding, "Node": best})).event)
-        cycles_ingest_events(events=[decode_event(encode_event(e)) for e in events])
+        cycles_ingest_records(records=[encode_event(e, deriving=deriving) for e in events])
 
 
 def copy_text(value: Any) -> str:

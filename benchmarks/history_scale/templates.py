@@ -30,15 +30,18 @@ def record_templates(nodes: int, count: int, seed: int) -> None:
     """Real cycles through the verbs and the ingester at one cluster size, with the herd estimate on as in
     production: ``count`` pods, one in 12 unschedulable, one in 24 bound to a node the cluster no longer has."""
     import msgspec
+    from django.conf import settings
 
-    from dashboard.ingest.cycles import cycles_ingest_events
+    from dashboard.ingest.cycles import cycles_ingest_records
     from scheduler_core.binding import SimulatedBinder
     from scheduler_core.cluster import StaticCluster
     from scheduler_core.profiles import load_profiles
     from scheduler_core.simulator import make_cluster, make_pod
-    from scheduler_core.spool_codec import decode_event, encode_event
+    from scheduler_core.spool_codec import encode_event
     from scheduler_core.verbs import Extender
     from scheduler_core.wire import encode
+
+    deriving = settings.SCHEDLENS_SPOOL_FORM == "deriving"  # bodies as the ingester stores that form
 
     rng = random.Random(seed)
     synthetic = make_cluster(nodes, seed=seed)
@@ -78,7 +81,7 @@ def record_templates(nodes: int, count: int, seed: int) -> None:
             meta = pod["metadata"]
             binding = {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"]}
             events.append(extender.bind(profile, encode({**binding, "Node": best})).event)
-        cycles_ingest_events(events=[decode_event(encode_event(e)) for e in events])
+        cycles_ingest_records(records=[encode_event(e, deriving=deriving) for e in events])
 
 
 @dataclass

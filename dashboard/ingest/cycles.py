@@ -46,6 +46,7 @@ from dashboard.storage.call_body import FilterReference, filter_reference
 from dashboard.storage.call_body_read import body_read
 from dashboard.storage.call_record import call_read
 from scheduler_core.record import BIND, FILTER, PREEMPT, PRIORITIZE, CallRecord, CycleRecords, FilterRecord, VerbEvent
+from scheduler_core.spool_codec import decode_event
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +256,15 @@ def _counted(cycle: SchedulingCycle) -> tuple[str, str]:
 def cycles_ingest_events(*, events: Iterable[VerbEvent]) -> int:
     """Fold events into cycles in one transaction; events already ingested are skipped. Returns new calls."""
     return ingest_calls([build_call(event) for event in sorted(events, key=lambda e: e.started_at)])
+
+
+def cycles_ingest_records(*, records: Iterable[bytes]) -> int:
+    """:func:`cycles_ingest_events` for records as the verbs spooled them: each stored as the ingester stores it
+    (as spooled, where its form allows). For histories made without a spool (the benchmarks' templates)."""
+    events = sorted(
+        ((decode_event(data, derive_answer=False), data) for data in records), key=lambda e: e[0].started_at
+    )
+    return ingest_calls([build_call(event, spooled=data) for event, data in events])
 
 
 def ingest_calls(calls: Sequence[NewCall]) -> int:

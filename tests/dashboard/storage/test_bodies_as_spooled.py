@@ -13,6 +13,7 @@ import msgspec
 import pytest
 
 from dashboard.audit.chain import audit_chain_verify
+from dashboard.ingest.cycles import cycles_ingest_records
 from dashboard.ingest.new_calls import record_of
 from dashboard.ingest.sanitize import NUL_SHOWN
 from dashboard.ingest.spool_ingest import spool_ingest
@@ -113,3 +114,15 @@ def test_only_the_deriving_form_is_stored_as_spooled_and_a_damaged_one_reads_as_
     assert answer is None
     json_bind = bytes([BODY_AS_SPOOLED]) + b'{"event_id":"x"}'
     assert body_read(json_bind, filter_records=lambda _event_id: None, shared_parts={}.get)[0].unreadable
+
+
+@pytest.mark.django_db
+def test_records_folded_without_a_spool_are_stored_as_the_ingester_stores_their_form(tmp_path):
+    # The benchmarks' histories are made so: each record as the spool would hold it, as the ingester stores it.
+    _, events, spooled = _spooled_cycles(tmp_path, 2, deriving=True)
+    framed = {e.event_id: encode_event(e) for e in events}
+    assert cycles_ingest_records(records=[spooled[e.event_id] for e in events[:2]]) == 2
+    assert cycles_ingest_records(records=[framed[e.event_id] for e in events[2:]]) == len(events) - 2
+    formats = {call.event_id: call.body[0] for call in VerbCall.objects.all()}
+    assert [formats[e.event_id] for e in events] == [BODY_AS_SPOOLED] * 2 + [BODY_FORMAT] * (len(events) - 2)
+    assert [stored_record(VerbCall.objects.get(event_id=e.event_id)) for e in events] == [record_of(e) for e in events]
