@@ -70,8 +70,10 @@ def record_templates(nodes: int, count: int, *, herd: bool = False) -> None:
     from django.conf import settings
 
     from dashboard.ingest.cycles import cycles_ingest_records
+    from dashboard.services.profile_versions import profile_version_add
     from scheduler_core.binding import SimulatedBinder
     from scheduler_core.cluster import StaticCluster
+    from scheduler_core.profile_versions import version_notes
     from scheduler_core.profiles import load_profiles
     from scheduler_core.simulator import make_cluster, make_pod
     from scheduler_core.spool_codec import encode_event
@@ -83,8 +85,13 @@ def record_templates(nodes: int, count: int, *, herd: bool = False) -> None:
     rng = random.Random(4)
     synthetic = make_cluster(nodes, seed=11)
     store, inputs = traffic_and_inputs(synthetic.node_names, rng)
+    text = (REPO / "deploy" / "profiles.demo.yaml").read_text()
+    profiles = load_profiles(text)
+    # The versions the records name, stored as a serving process notes them: a replay's baseline is the version.
+    for note in version_notes(profiles, text, server="benchmark", at=time.time()):
+        profile_version_add(note=note)
     extender = Extender(
-        load_profiles((REPO / "deploy" / "profiles.demo.yaml").read_text()),
+        profiles,
         cluster=StaticCluster.from_document(synthetic.document()),
         traffic=store,
         binder=SimulatedBinder(),

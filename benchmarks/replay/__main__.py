@@ -69,14 +69,15 @@ def measure(*, candidate_yaml: str, chunk: int, limit: int | None) -> dict[str, 
 
     from dashboard.models import shared_part_data
     from dashboard.replays import selectors
-    from dashboard.replays.services import _profile_descriptions, candidate_validate
+    from dashboard.replays.services import candidate_validate
+    from dashboard.selectors.profile_versions import profile_version_descriptions
     from dashboard.storage.replay_inputs import CycleReader
     from scheduler_core.history_replay.report_builder import ReportBuilder
 
     candidate = candidate_validate(candidate_yaml=candidate_yaml)
     ids = selectors.replay_cycle_ids(selectors.ReplaySelection(last=limit or 10**9), limit=limit or 10**9)
     reader = CycleReader()
-    builder = ReportBuilder(_profile_descriptions(), candidate.description)
+    builder = ReportBuilder(profile_version_descriptions(), candidate.description)
     cpu = {"read": 0.0, "decode": 0.0, "replay": 0.0}
     wall_started = time.perf_counter()
     for start in range(0, len(ids), chunk):
@@ -84,6 +85,8 @@ def measure(*, candidate_yaml: str, chunk: int, limit: int | None) -> dict[str, 
         rows = list(selectors.replay_rows(ids[start : start + chunk]))
         t1 = time.process_time()
         decoded = [reader.cycle(row, shared_parts=shared_part_data) for row in rows]
+        for cycle, row in zip(decoded, rows, strict=True):
+            cycle.profile_version = row.profile_version  # its baseline, as ``replays.selectors.replay_cycles`` sets it
         t2 = time.process_time()
         for cycle in decoded:
             builder.add(cycle)
@@ -99,6 +102,7 @@ def measure(*, candidate_yaml: str, chunk: int, limit: int | None) -> dict[str, 
         "replayed": report.cycles_replayed,
         "skipped": report.cycles_skipped,
         "changed": report.decisions_changed.k,
+        "skip_reasons": {reason.reason: reason.cycles for reason in report.skipped},
         "wall": wall,
         **cpu,
     }

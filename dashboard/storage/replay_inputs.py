@@ -36,7 +36,7 @@ import msgspec
 import numpy as np
 import zstandard
 
-from dashboard.storage.call_body import TRANSCODED_FORMATS, Body
+from dashboard.storage.call_body import BODY_AS_SPOOLED, TRANSCODED_FORMATS, Body
 from dashboard.storage.call_record import call_read
 from dashboard.storage.columns import (
     F64_SHUFFLED,
@@ -58,6 +58,7 @@ from scheduler_core.history_replay.recorded_cycles import (
 from scheduler_core.lru import LRU
 from scheduler_core.plugins.traffic import NetworkTraffic
 from scheduler_core.record import FILTER, NODE_CACHE, PRIORITIZE, CallRecord, CycleRecords, FilterRecord
+from scheduler_core.spool_codec import SPOOL_DERIVING, decode_event
 
 PARTS_KEPT = 64
 """Decoded shared parts a reader keeps (by digest): one per snapshot and kind of pod in the stretch replayed."""
@@ -206,6 +207,28 @@ def _filter_part(nodes: list[str], failures: dict[str, dict[str, str]], traffic:
     return _FilterPart(nodes, failures, failed_by, ~failed_any, traffic, index)
 
 
+def _as_spooled(filter_call: Call | None, prioritize_call: Call | None) -> CycleRecords | None:
+    """The records of a cycle whose calls are stored as spooled (body format 3), decoded without their answers,
+    which a replay does not read; None when one of them is stored otherwise, or cannot be read (the general way
+    says why)."""
+    records: dict[str, Any] = {}
+    for verb, call in ((FILTER, filter_call), (PRIORITIZE, prioritize_call)):
+        if call is None:
+            continue
+        body = call[3]
+        data = bytes(body) if body is not None else b""
+        if not data or data[0] != BODY_AS_SPOOLED or not data.startswith(SPOOL_DERIVING, 1):
+            return None
+        try:
+            event = decode_event(data[1:], derive_answer=False)
+        except (ValueError, zstandard.ZstdError, msgspec.DecodeError):
+            return None
+        records[verb] = event.filter if verb == FILTER else event.prioritize
+        if records[verb] is None:
+            return None
+    return CycleRecords(filter=records.get(FILTER), prioritize=records.get(PRIORITIZE))
+
+
 class CycleReader:
     """Reads recorded cycles into :class:`~scheduler_core.history_replay.recorded_cycles.RecordedCycle`, keeping the
     shared parts it decoded (one reader per replay: it is not shared between threads)."""
@@ -228,6 +251,19 @@ class CycleReader:
         if filter_call is None and prioritize_call is None:
             cycle.skipped = "no filter or prioritize record (the cycle never reached our plugins)"
             return cycle
+        spooled = _as_spooled(filter_call, prioritize_call)
+        if spooled is not None:  # the records as the verbs spooled them, in columns as the general way makes them
+            found = recorded_cycle_from_records(
+                row.cycle_id,
+                spooled,
+                started_at=started,
+                pod_namespace=row.pod_namespace,
+                pod_name=row.pod_name,
+                profile=row.profile,
+                preferred_node=row.preferred_node,
+            )
+            self.fast += found.columns is not None
+            return found
         try:
             columns, weights = self._columns(filter_call, prioritize_call, shared_parts)
         except (

@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 from scheduler_core.answer import DEFAULT_ANSWER_SCALE
 from scheduler_core.plugins.traffic import NetworkTraffic
 from scheduler_core.record import FILTER, NODE_CACHE, CycleRecords
+from scheduler_core.record_formulas import float_array
 from scheduler_core.replay import RecordedInputs, Scenario
 
 if TYPE_CHECKING:  # for annotations only: fast_replay imports this module
@@ -165,12 +166,16 @@ def byte_counts(values: Floats | None) -> bool:
 
 
 def _floats_or_none(values: Sequence[float | None]) -> Floats | None:
-    """``values`` as float64 (None → NaN); None when one is not a finite number or None."""
-    try:
-        array = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
-    except (TypeError, ValueError):
-        return None
-    if np.isinf(array).any() or any(v is not None and v != v for v in values):
+    """``values`` as float64 (None → NaN); None when one is not a finite number or None.
+
+    In passes in C, never a Python step per value: a record holds one value per candidate."""
+    array = float_array(values)  # every one a float
+    if array is None:
+        try:
+            array = np.array(values, dtype=np.float64)  # numpy makes None NaN
+        except (TypeError, ValueError):
+            return None
+    if np.isinf(array).any() or np.count_nonzero(np.isnan(array)) != values.count(None):  # a NaN that was no None
         return None
     return array
 

@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from dashboard.ingest.cycles import cycles_ingest_events
+from dashboard.ingest.cycles import cycles_ingest_records
 from dashboard.models import SchedulingCycle
 from scheduler_core.binding import SimulatedBinder
 from scheduler_core.cluster import StaticCluster
 from scheduler_core.herd import InMemoryBindLog
 from scheduler_core.profiles import load_profiles
 from scheduler_core.simulator import make_cluster, make_pod
-from scheduler_core.spool_codec import decode_event, encode_event
+from scheduler_core.spool_codec import encode_event
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
 from scheduler_core.traffic.store import TrafficStore
 from scheduler_core.verbs import Extender
@@ -39,6 +39,8 @@ class History:
     nodes: int = 80
     seed: int = 5
     pods_per_snapshot: int = 4
+    deriving: bool = False
+    """Records spooled in ``SLR\\x04`` form, stored as spooled (body format 3); else transcoded (format 2)."""
     rng: random.Random = field(init=False)
     store: TrafficStore = field(init=False)
     binds: InMemoryBindLog = field(init=False)
@@ -103,6 +105,6 @@ class History:
                 meta = pod["metadata"]
                 binding = {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"]}
                 events.append(self.extender.bind(profile, encode({**binding, "Node": best})).event)
-            cycles_ingest_events(events=[decode_event(encode_event(e)) for e in events])
+            cycles_ingest_records(records=[encode_event(e, deriving=self.deriving) for e in events])
             cycles.append(SchedulingCycle.objects.get(pod_uid=pod["metadata"]["uid"]))
         return cycles

@@ -22,6 +22,17 @@ from tests.support.stored_calls import stored_answer, stored_record
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(params=["transcoded", "as spooled"])
+def recorded(request, history):
+    """The cycles of ``conftest.recorded``, their calls stored transcoded (body format 2) or as the verbs spooled
+    them (format 3)."""
+    history.deriving = request.param == "as spooled"
+    cycles = history.record(30)
+    cycles += history.record(10, profile="gpu-aware")
+    cycles += history.record(6, nodes=history.node_names[:5])
+    return cycles
+
+
 def scenarios():
     profiles = load_profiles(PROFILES.read_text())
     found = [scenario_from_profile(p.describe()) for p in profiles.values()]
@@ -58,7 +69,8 @@ def test_the_bodies_read_as_columns_replay_as_the_records_do(recorded):
             assert a.answers.tolist() == b.answers.tolist()
             assert (a.preferred, a.tied, a.partial) == (b.preferred, b.tied, b.partial)
     assert reader.fast == len(recorded)
-    # Both kinds of filter bodies were read: lists in a shared part (80 nodes) and in the body (5 nodes).
+    # Both kinds of filter bodies were read: lists in a shared part (80 nodes) and in the body (5 nodes), or as
+    # spooled.
     assert {len(c.candidates) for c in (reader.cycle(r, shared_parts=shared_part_data).columns for r in rows)} == {
         80,
         5,
@@ -67,6 +79,10 @@ def test_the_bodies_read_as_columns_replay_as_the_records_do(recorded):
 
 def test_a_cycle_stored_as_json_is_read_the_general_way(recorded):
     from dashboard.models import VerbCall
+
+    assert {call.body[0] for c in recorded for call in c.calls.exclude(verb="bind")} == (
+        {3} if recorded[0].calls.get(verb="filter").body[0] == 3 else {2}
+    ), "every call stored in the parameter's format"
 
     cycle = recorded[0]
     for call in VerbCall.objects.filter(cycle=cycle, verb__in=("filter", "prioritize")):
