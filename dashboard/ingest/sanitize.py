@@ -24,7 +24,7 @@ import msgspec
 
 from dashboard.storage.identity_cache import IdentityCache
 from scheduler_core.record import VerbEvent
-from scheduler_core.spool_codec import SPOOL_BINARY_FORMS, answer_of
+from scheduler_core.spool_codec import SPOOL_BINARY_FORMS, SPOOL_DERIVING, answer_of
 
 NUL = "\x00"
 NUL_SHOWN = "\u2400"
@@ -138,11 +138,47 @@ def has_nul(event: VerbEvent) -> bool:
     return "\x00" in "".join(texts)
 
 
+_json = msgspec.json.Encoder()
+_JSON_NUL = b"\\u0000"
+"""How msgspec writes NUL in JSON: a record's JSON without it holds no NUL anywhere."""
+
+
+def nul_in_record(event: VerbEvent) -> bool:
+    """Whether a string inside ``event``'s per-node record or answer holds NUL (a reason, a note, a requested image),
+    beyond what :func:`has_nul` reads: for a record stored as the verb spooled it, which no encoder goes through
+    again. Searched in the JSON of the record without its numeric columns (no string there)."""
+    texts = [bytes(event.response)]
+    if (filtered := event.filter) is not None:
+        slim_filter = msgspec.structs.replace(filtered, nodes=[], passed=[], traffic_bytes=[])
+        texts.append(_json.encode(slim_filter))
+    if (scored := event.prioritize) is not None:
+        plugins = [
+            msgspec.structs.replace(
+                p,
+                scores=[],
+                raw=[],
+                herd_bytes=[],
+                herd_binds=[],
+                herd_newest_age_ms=[],
+                inputs=dict.fromkeys(p.inputs),
+            )
+            for p in scored.plugins
+        ]
+        texts.append(_json.encode(msgspec.structs.replace(scored, nodes=[], plugins=plugins, final=[], extender=[])))
+    if event.preempt is not None:
+        texts.append(_json.encode(event.preempt))
+    return any(_JSON_NUL in text for text in texts)
+
+
 def sanitize_for_postgres(event: VerbEvent, raw: bytes) -> VerbEvent:
     """``event`` (decoded from the spool bytes ``raw``) with NUL replaced and over-long names cut (see above)."""
     original = event
-    # msgspec writes every NUL of a JSON record as this escape: no escape, no NUL anywhere.
-    nul = has_nul(event) if raw.startswith(SPOOL_BINARY_FORMS) else b"\\u0000" in raw
+    # msgspec writes every NUL of a JSON record as this escape: no escape, no NUL anywhere. A binary record stored as
+    # spooled (``SLR\\x04``) is searched whole; another's body encoder finds what ``has_nul`` leaves to it.
+    if raw.startswith(SPOOL_DERIVING):
+        nul = has_nul(event) or nul_in_record(event)
+    else:
+        nul = has_nul(event) if raw.startswith(SPOOL_BINARY_FORMS) else _JSON_NUL in raw
     if nul:
         fields = {k: v for k, v in msgspec.structs.asdict(event).items() if k != "response"}
         response = msgspec.json.encode(_without_nul(msgspec.json.decode(answer_of(event))))

@@ -100,6 +100,29 @@ def test_a_record_with_nul_spooled_deriving_is_transcoded_with_nul_visible(tmp_p
     assert stored_record(call)["nodes"][-1] == filtered.nodes[-1] + f"{NUL_SHOWN}x"
 
 
+@pytest.mark.django_db
+def test_nul_only_inside_a_record_spooled_deriving_is_stored_visible(tmp_path):
+    # A NUL in a string that goes to no column of its own (a filter's reason, a plugin's note), not only in names.
+    extender, cluster = demo_extender(20, without_metrics=2)
+    filtered, scored = cycle_events(extender, cluster, random.Random(8), profile="default", mode="names")[:2]
+    assert filtered.filter is not None
+    assert filtered.filter.failures
+    assert scored.prioritize is not None
+    failures = {n: {p: f"{r}\x00!" for p, r in reasons.items()} for n, reasons in filtered.filter.failures.items()}
+    filtered = msgspec.structs.replace(filtered, filter=msgspec.structs.replace(filtered.filter, failures=failures))
+    plugins = [msgspec.structs.replace(p, note=f"{p.note}\x00?") for p in scored.prioritize.plugins]
+    scored = msgspec.structs.replace(scored, prioritize=msgspec.structs.replace(scored.prioritize, plugins=plugins))
+    spool = Spool(tmp_path)
+    for event in (filtered, scored):
+        spool.append(encode_event(event, deriving=True))
+    assert spool_ingest(spool=spool, confirm_grace_seconds=0) == 2
+    stored = {call.verb: call for call in VerbCall.objects.all()}
+    assert {verb: call.body[0] for verb, call in stored.items()} == {FILTER: BODY_FORMAT, PRIORITIZE: BODY_FORMAT}
+    reasons = [r for rs in stored_record(stored[FILTER])["failures"].values() for r in rs.values()]
+    assert all(r.endswith(f"{NUL_SHOWN}!") for r in reasons)
+    assert all(p["note"].endswith(f"{NUL_SHOWN}?") for p in stored_record(stored[PRIORITIZE])["plugins"])
+
+
 def test_only_the_deriving_form_is_stored_as_spooled_and_a_damaged_one_reads_as_unreadable():
     extender, cluster = demo_extender(20)
     event = cycle_events(extender, cluster, random.Random(7), profile="default", mode="names")[-1]
