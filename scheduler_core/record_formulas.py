@@ -91,7 +91,11 @@ def inverse_share(raw: Sequence[float | None], herd: Sequence[float]) -> Floats:
     known = ~np.isnan(figures)
     highest = float(figures[known].max()) if known.any() else 0.0
     factor = 100.0 / highest if highest > 0 else 0.0
-    result: Floats = np.where(known, 100.0 - figures * factor, 0.0)
+    # Figures no engine records (a highest so small that 100 / it overflows) give NaN where the formula has no
+    # value: no record's scores are such, so a check against them fails, quietly (the warning would go to the log of
+    # a verb).
+    with np.errstate(invalid="ignore", over="ignore"):
+        result: Floats = np.where(known, 100.0 - figures * factor, 0.0)
     return result
 
 
