@@ -131,3 +131,22 @@ def test_the_verb_parts_study_runs_the_verbs_on_kube_scheduler_s_lists_and_reads
     assert found.group(1) == ("the same window for every pod" if lists else "kube-scheduler's windows")
     assert float(found.group(2)) > 0
     assert "scheduler_core/" in done.stdout, "the profile names the verbs' code"
+
+
+@pytest.mark.parametrize("form", ["framed", "deriving"])
+def test_the_record_parts_study_reads_each_verb_s_records_and_the_event_s_summary(form: str) -> None:
+    command = [sys.executable, "-m", "benchmarks.cost.record_parts", "--cycles", "6", "--rounds", "2", "--nodes", "200"]
+    env = {**os.environ, "SCHEDLENS_SPOOL_FORM": form}
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"(6 cycles, 200 nodes, spool form {form}; median of 2)" in done.stdout, done.stdout
+    rows = dict(re.findall(r"^\| (filter|prioritize|bind) \| (.+) \|$", done.stdout, re.MULTILINE))
+    assert set(rows) == {"filter", "prioritize", "bind"}, done.stdout
+    for verb, row in rows.items():
+        size, *parts = (float(cell) for cell in row.split(" | "))
+        assert size > 0, (verb, row)
+        assert len(parts) == 3, (verb, row)
+    found = re.search(r"The Explained Event's summary \(.*\): (\d+) us per cycle", done.stdout)
+    assert found, done.stdout
+    assert int(found.group(1)) > 0
