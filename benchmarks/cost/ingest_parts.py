@@ -65,7 +65,7 @@ def main() -> None:
     profiler = cProfile.Profile(time.thread_time) if args.profile else None
     for round_number in range(args.rounds + (1 if profiler else 0)):
         spool_dir = Path(tempfile.mkdtemp(prefix="schedlens-ingest-parts-"))
-        backlog(cycles, args.cycles, spool_dir)
+        backlog(cycles, args.cycles, spool_dir, first_pod=round_number * args.cycles)
         spool = Spool(spool_dir)
         profiling = profiler is not None and round_number == args.rounds
         started = time.process_time()

@@ -142,8 +142,13 @@ def templates(
     return out
 
 
-def backlog(cycle_templates: list[list[bytes]], cycles: int, spool_dir: Path) -> tuple[list[float], int]:
-    """Append ``cycles`` cycles to a fresh spool; returns each append's time (ms) and the bytes appended."""
+def backlog(
+    cycle_templates: list[list[bytes]], cycles: int, spool_dir: Path, *, first_pod: int = 0
+) -> tuple[list[float], int]:
+    """Append ``cycles`` cycles to a fresh spool; returns each append's time (ms) and the bytes appended.
+
+    Pod ``first_pod + n`` gets cycle ``n``: a backlog after another into the same database takes new pods, or the
+    ingester would join its calls to the earlier backlog's cycles of the same pods (no cluster sends those)."""
     from django.conf import settings
 
     from dashboard.spool import Spool
@@ -157,7 +162,7 @@ def backlog(cycle_templates: list[list[bytes]], cycles: int, spool_dir: Path) ->
     timings: list[float] = []
     total = 0
     for n in range(cycles):
-        uid = str(uuid.UUID(int=n + 1))
+        uid = str(uuid.UUID(int=first_pod + n + 1))
         shift = origin + n * 0.005 - decoded[n % len(decoded)][0].started_at
         for event in decoded[n % len(decoded)]:
             copy = msgspec.structs.replace(
