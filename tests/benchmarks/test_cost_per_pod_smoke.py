@@ -105,19 +105,22 @@ def test_a_tiny_run_binds_every_pod_and_accounts_for_every_process(tmp_path: Pat
     assert "| 30 |" in text
 
 
-def test_the_ingest_parts_study_drains_real_cycles_and_reads_the_ingester_s_cpu() -> None:
+@pytest.mark.parametrize("floor", [False, True])
+def test_the_ingest_parts_study_drains_real_cycles_and_reads_the_ingester_s_cpu(floor: bool) -> None:
     command = [
         *(sys.executable, "-m", "benchmarks.cost.ingest_parts", "--cycles", "12", "--rounds", "2", "--batch", "9"),
         *("--database", f"schedlens_smoke_ingest_{uuid.uuid4().hex[:8]}", "--profile", "5"),
+        *(("--floor",) if floor else ()),
     ]
     env = {**os.environ, "BENCH_ADMIN_DATABASE_URL": admin_url()}
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
 
     assert done.returncode == 0, done.stderr[-3000:]
-    found = re.search(r"ingester CPU ms per cycle \(12 cycles a round, .*\): median ([\d.]+) of 2 rounds", done.stdout)
+    found = re.search(r"ingester CPU ms per cycle \(12 cycles a round, (.*)\): median ([\d.]+) of 2", done.stdout)
     assert found, done.stdout
-    assert float(found.group(1)) > 0
-    assert "spool_ingest" in done.stdout, "the profile names the ingest"
+    assert ("the floor: copy, chain, commit" in found.group(1)) is floor
+    assert float(found.group(2)) > 0
+    assert ("_floor_ingest" if floor else "spool_ingest") in done.stdout, "the profile names what drained the spool"
 
 
 @pytest.mark.parametrize("lists", [(), ("--fixed-window",)])
