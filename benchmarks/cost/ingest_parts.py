@@ -44,11 +44,11 @@ class _OnThisThread(Executor):
 
 def _floor_ingest(spool: Any, url: str, batch: int) -> None:
     """Every row of ``spool`` stored as spooled and chained (``--floor``), ``batch`` rows a transaction."""
-    import hashlib
-
     import psycopg
 
-    link = "0" * 64
+    from dashboard.audit.chain import GENESIS, chain_link
+
+    link = GENESIS
     with psycopg.connect(url) as conn:
         conn.execute(
             "CREATE TABLE IF NOT EXISTS floor_calls "
@@ -58,7 +58,7 @@ def _floor_ingest(spool: Any, url: str, batch: int) -> None:
         while rows := spool.read_rows(batch):
             with conn.cursor() as cursor, cursor.copy("COPY floor_calls (data, chain_hash) FROM STDIN") as copy:
                 for row in rows:
-                    link = hashlib.sha256(link.encode("ascii") + b"\n" + row.data).hexdigest()
+                    link = chain_link(link, row.data)
                     copy.write_row((row.data, link))
             conn.commit()
             spool.delete_through(rows[-1].id)

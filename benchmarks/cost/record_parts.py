@@ -8,7 +8,7 @@ verb, as ``dashboard.ingest.spool_ingest.ready_calls`` does it:
 
 * *decode*: ``decode_event`` (the answer left derived, as the ingester reads it);
 * *+ sanitize*: and ``sanitize_for_postgres`` (the NUL and length checks);
-* *+ build*: and ``build_call`` (the new call: its summary, its stored body);
+* *+ build*: ``ready_calls`` itself, which goes on to ``build_call`` (the new call: its summary, its stored body);
 
 and per cycle, from the decoded records, the Event's summary (``scheduler_core.explain.explain_summary``, as
 ``dashboard.pod_events`` has it computed). Each round reads every record once, the codec's caches of decoded values
@@ -62,8 +62,9 @@ def main() -> None:
     from django.conf import settings
 
     from benchmarks.record.path import templates
-    from dashboard.ingest.new_calls import build_call
     from dashboard.ingest.sanitize import sanitize_for_postgres
+    from dashboard.ingest.spool_ingest import ready_calls
+    from dashboard.spool import SpoolRow
     from scheduler_core.explain import explain_summary
     from scheduler_core.record import BIND, FILTER, PRIORITIZE
     from scheduler_core.spool_codec import decode_event
@@ -81,9 +82,7 @@ def main() -> None:
         return sanitize_for_postgres(decoded(raw), raw)
 
     def built(raw: bytes) -> Any:
-        event = decoded(raw)
-        clean = sanitize_for_postgres(event, raw)
-        return build_call(clean, spooled=raw if clean is event else None)
+        return ready_calls([SpoolRow(0, raw, answered=True)], grace_seconds=0)
 
     form = settings.SCHEDLENS_SPOOL_FORM
     print(f"CPU us per record ({len(cycles)} cycles, {args.nodes} nodes, spool form {form}; median of {args.rounds}):")
