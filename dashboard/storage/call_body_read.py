@@ -36,7 +36,7 @@ from dashboard.storage.columns import (
 )
 from dashboard.storage.shared_parts import SharedFilterPart, SharedPartLookup, shared_part_decode
 from scheduler_core.compression import compressor, decompressor
-from scheduler_core.record import CallRecord, FilterRecord, NodeMode, PreemptRecord, PrioritizeRecord
+from scheduler_core.record import CallRecord, FilterRecord, NodeMode, PreemptRecord, PrioritizeRecord, VerbEvent
 from scheduler_core.record_formulas import inverse_share, weighted_mean
 from scheduler_core.spool_codec import SPOOL_DERIVING, answer_of, decode_event
 
@@ -50,13 +50,23 @@ _prioritize_record_decoder = msgspec.json.Decoder(PrioritizeRecord)
 _preempt_record_decoder = msgspec.json.Decoder(PreemptRecord)
 
 
-def _as_spooled_decode(body: bytes) -> tuple[CallRecord, Any]:
+def as_spooled_event(body: bytes, *, derive_answer: bool = True) -> VerbEvent:
+    """The event a body stored as spooled (format 3) holds; ``derive_answer=False`` leaves a derived answer out (a
+    reader that never reads it). Raises ``ValueError`` (or the codec's errors) for a body of another format, or one
+    whose record is not of a form format 3 stores or has no per-node record."""
+    if body[:1] != bytes([BODY_AS_SPOOLED]):
+        raise ValueError(f"not a body of format {BODY_AS_SPOOLED}")
     spooled = body[1:]
     if not spooled.startswith(SPOOL_DERIVING):
         raise ValueError(f"a body of format {BODY_AS_SPOOLED} holds no spooled record of a form it stores")
-    event = decode_event(spooled)
+    event = decode_event(spooled, derive_answer=derive_answer)
     if event.filter is None and event.prioritize is None and event.preempt is None:
         raise ValueError("a spooled body holds no per-node record")
+    return event
+
+
+def _as_spooled_decode(body: bytes) -> tuple[CallRecord, Any]:
+    event = as_spooled_event(body)
     return CallRecord.of_event(event), msgspec.json.decode(answer_of(event))
 
 

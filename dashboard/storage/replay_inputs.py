@@ -36,7 +36,8 @@ import msgspec
 import numpy as np
 import zstandard
 
-from dashboard.storage.call_body import BODY_AS_SPOOLED, TRANSCODED_FORMATS, Body
+from dashboard.storage.call_body import TRANSCODED_FORMATS, Body
+from dashboard.storage.call_body_read import as_spooled_event
 from dashboard.storage.call_record import call_read
 from dashboard.storage.columns import (
     F64_SHUFFLED,
@@ -58,7 +59,6 @@ from scheduler_core.history_replay.recorded_cycles import (
 from scheduler_core.lru import LRU
 from scheduler_core.plugins.traffic import NetworkTraffic
 from scheduler_core.record import FILTER, NODE_CACHE, PRIORITIZE, CallRecord, CycleRecords, FilterRecord
-from scheduler_core.spool_codec import SPOOL_DERIVING, decode_event
 
 PARTS_KEPT = 64
 """Decoded shared parts a reader keeps (by digest): one per snapshot and kind of pod in the stretch replayed."""
@@ -216,11 +216,8 @@ def _as_spooled(filter_call: Call | None, prioritize_call: Call | None) -> Cycle
         if call is None:
             continue
         body = call[3]
-        data = bytes(body) if body is not None else b""
-        if not data or data[0] != BODY_AS_SPOOLED or not data.startswith(SPOOL_DERIVING, 1):
-            return None
         try:
-            event = decode_event(data[1:], derive_answer=False)
+            event = as_spooled_event(bytes(body) if body is not None else b"", derive_answer=False)
         except (ValueError, zstandard.ZstdError, msgspec.DecodeError):
             return None
         records[verb] = event.filter if verb == FILTER else event.prioritize
