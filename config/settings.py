@@ -123,6 +123,17 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         "keepalives_count": 3,
         **DATABASES["default"].get("OPTIONS", {}),
     }
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Several processes write SQLite at once under `make run` and a first `make serve` (the ingester, run_replays,
+    # sessions). A deferred transaction that reads, then writes fails at once with "database is locked" when another
+    # wrote in between, whatever the timeout: each takes the write lock as it begins and waits for it instead. WAL
+    # lets the dashboard's reads go on while one writes.
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL",
+        **DATABASES["default"].get("OPTIONS", {}),
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"
