@@ -19,7 +19,7 @@ from scheduler_core.profiles import load_profiles
 from tests.support.fake_kube_api import FakeKubeAPI, write_kubeconfig
 from tests.support.live_server import read_until, start_script
 from tests.support.paths import REPO
-from tests.support.processes import free_port
+from tests.support.processes import django_says, free_port
 
 SERVING_WITHIN_SECONDS = 180.0
 SERVER_VARIABLES = ("DATABASE_URL", "REDIS_URL", "PROMETHEUS_URL", "KUBECONFIG", "PROMETHEUS_MULTIPROC_DIR")
@@ -36,12 +36,6 @@ def manage(shell: dict[str, str], *args: str) -> subprocess.CompletedProcess[str
     return subprocess.run(
         [sys.executable, "manage.py", *args], cwd=REPO, env=shell, capture_output=True, text=True, timeout=300
     )
-
-
-def django_says(shell: dict[str, str], code: str) -> str:
-    done = manage(shell, "shell", "--no-imports", "-c", code)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
 
 
 def stop(process: subprocess.Popen[str]) -> None:
@@ -112,7 +106,7 @@ def test_make_run_then_make_serve_leaves_the_demo_behind(tmp_path: Path) -> None
             # The same shell now follows the served cluster: its database holds no demo user and no history.
             counts = "from django.contrib.auth.models import User; from dashboard.models import SchedulingCycle\n"
             counts += "print(User.objects.count(), SchedulingCycle.objects.count())"
-            assert django_says(shell, counts) == "0 0"
+            assert django_says(shell, counts, timeout=300) == "0 0"
 
             bind = {"PodName": "web-1", "PodNamespace": "shop", "PodUID": "uid-1", "Node": "node-2"}
             request = urllib.request.Request(
@@ -129,7 +123,7 @@ def test_make_run_then_make_serve_leaves_the_demo_behind(tmp_path: Path) -> None
                 "print(ChainOrigin.objects.get().binds if calls else '', calls)"
             )
             deadline = time.monotonic() + 30
-            while (found := django_says(shell, first)) == "[]" and time.monotonic() < deadline:
+            while (found := django_says(shell, first, timeout=300)) == "[]" and time.monotonic() < deadline:
                 time.sleep(0.2)  # the ingester is a thread of the web server: the record reaches the database soon
             assert found == "kubernetes [('bind', 'web-1')]", "the chain starts at the real cluster's first call"
         finally:

@@ -19,7 +19,7 @@ import yaml
 from tests.support.fake_kube_api import FakeKubeAPI, write_kubeconfig
 from tests.support.live_server import read_until, start_script
 from tests.support.paths import REPO
-from tests.support.processes import free_port
+from tests.support.processes import django_says, free_port
 from tests.support.scheduler_standin import schedule
 
 SERVING_WITHIN_SECONDS = 120.0
@@ -132,19 +132,6 @@ def group_commands(group: int) -> dict[int, str]:
 def environment(pid: int) -> dict[str, str]:
     raw = Path(f"/proc/{pid}/environ").read_bytes()
     return dict(entry.decode(errors="replace").partition("=")[::2] for entry in raw.split(b"\0") if entry)
-
-
-def django_says(env: dict[str, str], code: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "manage.py", "shell", "--no-imports", "-c", code],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
 
 
 def test_make_serve_says_plainly_when_there_is_no_kubernetes_configuration(tmp_path: Path) -> None:

@@ -204,6 +204,21 @@ def manage(args: Sequence[str], env: Mapping[str, str], log: Path) -> Process:
     return Process([sys.executable, "manage.py", *args], env, log)
 
 
+def django_says(env: Mapping[str, str], code: str, *, timeout: float = 120) -> str:
+    """What ``code`` prints in ``manage.py shell`` run with exactly ``env``, as a process started there reads its
+    settings; the shell must succeed."""
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "--no-imports", "-c", code],
+        cwd=REPO,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
 def celery_worker(args: Sequence[str], env: Mapping[str, str], log: Path) -> Process:
     command = [str(BIN / "celery"), "-A", "config", "worker", "--loglevel=INFO", "--without-heartbeat"]
     command += ["--without-mingle", "--without-gossip", *args]
