@@ -5,23 +5,32 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 export PORT
 
-.PHONY: run serve test install services lint typecheck importlint migrations-check pytest bench clean worker beat
+.PHONY: run serve test install install-runtime install-test install-bench lock test-latest services lint typecheck \
+	importlint migrations-check pytest bench clean worker beat
 
-run: install ## the extender + demo history on http://127.0.0.1:$(PORT)
+run: install-runtime ## the extender + demo history on http://127.0.0.1:$(PORT)
 	scripts/run-demo.sh
 
-serve: install ## schedlens for the cluster of KUBECONFIG (or in-cluster): real binds, node cache, placement watcher
+serve: install-runtime ## schedlens for the cluster of KUBECONFIG (or in-cluster): real binds, node cache, placement watcher
 	scripts/serve.sh
 
-test: install services lint typecheck importlint migrations-check pytest ## the whole suite
+test: install-test services lint typecheck importlint migrations-check pytest ## the whole suite
 
-install: $(VENV)/.installed
+# Every install comes from requirements.lock (scripts/install.sh): runtime for run/serve/worker/beat, test, bench.
+install: install-test
+install-runtime: $(VENV)/.installed-runtime
+install-test: $(VENV)/.installed-test
+install-bench: $(VENV)/.installed-bench
 
-$(VENV)/.installed: pyproject.toml
-	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e '.[test]'
+$(VENV)/.installed-%: requirements.lock pyproject.toml scripts/install.sh scripts/lock-lib.sh
+	VENV=$(VENV) scripts/install.sh $*
 	touch $@
+
+lock: ## refresh requirements.lock to the newest releases pyproject.toml allows (commit it once make test passes)
+	VENV=$(VENV) scripts/lock.sh
+
+test-latest: services ## the suite on the newest releases, in a scratch venv: says what broke; never part of make test
+	scripts/test-latest.sh
 
 services: ## PostgreSQL, Redis and Prometheus for the tests (started, or installed, when missing)
 	scripts/ensure-services.sh
@@ -46,14 +55,13 @@ pytest:
 	$(VENV)/bin/pytest
 
 BENCH ?= --quick
-bench: install services ## the benchmark suite (BENCH=--full for the 10-minute sustained run and 1,000,000 cycles) → benchmarks/results.md
-	$(VENV)/bin/pip install --quiet -e '.[bench]'
+bench: install-bench services ## the benchmark suite (BENCH=--full for the 10-minute sustained run and 1,000,000 cycles) → benchmarks/results.md
 	SCHEDLENS_VAR_ROOT=$(CURDIR)/var/bench $(PY) benchmarks/suite.py $(BENCH)  # never the settings of make run/serve
 
-worker: install ## a Celery worker for the traffic prefetch (SCHEDLENS_TRAFFIC_BACKEND=redis; needs Redis at REDIS_URL)
+worker: install-runtime ## a Celery worker for the traffic prefetch (SCHEDLENS_TRAFFIC_BACKEND=redis; needs Redis at REDIS_URL)
 	$(VENV)/bin/celery -A config worker --loglevel=INFO
 
-beat: install ## Celery beat: one prefetch per distinct traffic query every SCHEDLENS_TRAFFIC_REFRESH_SECONDS
+beat: install-runtime ## Celery beat: one prefetch per distinct traffic query every SCHEDLENS_TRAFFIC_REFRESH_SECONDS
 	mkdir -p var
 	$(VENV)/bin/celery -A config beat --loglevel=INFO --schedule=var/celerybeat-schedule
 
