@@ -13,13 +13,16 @@ RUN groupadd --system --gid 10001 schedlens \
 
 WORKDIR /src
 
-# Dependencies first, read from pyproject.toml itself (no second list to drift), so editing code does not
-# reinstall Django & co.
-COPY pyproject.toml ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
-      > /tmp/requirements.txt \
- && pip install -r /tmp/requirements.txt \
- && rm /tmp/requirements.txt
+# Dependencies first, from requirements.lock: every version and file hash the lock holds, for the runtime set only
+# (pyproject.toml names which packages, the lock which versions), so the image is the same whatever was released
+# since; and so editing code does not reinstall Django & co. uv comes from the lock too, installed by pip with the
+# lock's hashes, and leaves the image once it has installed schedlens.
+COPY pyproject.toml requirements.lock ./
+COPY scripts/lock-lib.sh ./scripts/
+RUN bash -c '. scripts/lock-lib.sh \
+ && pip install --require-hashes --no-deps -r <(lock_entry uv requirements.lock) \
+ && UV_NO_CONFIG=1 uv pip install --system --require-hashes --constraint requirements.lock -r pyproject.toml \
+      -r <(locked_build_requirements requirements.lock)'
 
 # README.md* because pyproject names it as readme but setuptools only warns if it is absent; pyproject.toml is
 # repeated so the wildcard never stands alone (an all-empty COPY fails on the classic builder).
@@ -27,9 +30,11 @@ COPY pyproject.toml README.md* ./
 COPY scheduler_core ./scheduler_core
 COPY dashboard ./dashboard
 COPY config ./config
-# Installed as a wheel, not run from /src: only what the package declares ships, as it would from an index.
-# Non-Python files (templates, static) therefore need package-data in pyproject.toml.
-RUN pip install --no-deps . \
+# Installed as a wheel, not run from /src: only what the package declares ships, as it would from an index. Built
+# with the lock's setuptools (no build isolation). Non-Python files (templates, static) therefore need package-data
+# in pyproject.toml.
+RUN UV_NO_CONFIG=1 uv pip install --system --no-deps --no-build-isolation . \
+ && pip uninstall --yes uv \
  && rm -rf /src
 
 WORKDIR /app

@@ -52,7 +52,7 @@ migrations-check:
 pytest:
 	DATABASE_URL=$${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/schedlens} \
 	REDIS_URL=$${TEST_REDIS_URL:-redis://127.0.0.1:6379/15} \
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 BENCH ?= --quick
 bench: install-bench services ## the benchmark suite (BENCH=--full for the 10-minute sustained run and 1,000,000 cycles) → benchmarks/results.md

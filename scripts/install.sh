@@ -26,10 +26,8 @@ esac
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 ensure_uv "$VENV" "$LOCK"
 
-# The build backend is locked too: schedlens itself is installed without build isolation, from the venv's setuptools
-# at the lock's version.
-build_locked=$(build_requirements | sed -e 's/[ <>=!~;\[].*//' | while read -r name; do lock_entry "$name" "$LOCK"; done)
+# schedlens itself is installed without build isolation, from the lock's build backend (locked_build_requirements).
 # shellcheck disable=SC2154  # uv_env comes from lock-lib.sh
 env "${uv_env[@]}" "$VENV/bin/uv" pip install --python "$VENV/bin/python" --quiet --require-hashes \
-  --constraint "$LOCK" -r pyproject.toml "${extras[@]}" -r <(printf '%s\n' "$build_locked")
+  --constraint "$LOCK" -r pyproject.toml "${extras[@]}" -r <(locked_build_requirements "$LOCK")
 env "${uv_env[@]}" "$VENV/bin/uv" pip install --python "$VENV/bin/python" --quiet --no-deps --no-build-isolation -e .

@@ -25,7 +25,14 @@ ensure_uv() {  # ensure_uv VENV LOCK
   fi
 }
 
-# pyproject.toml's [build-system] requires, one a line.
+# pyproject.toml's [build-system] requires, one a line, as its ranges say (what make lock resolves).
 build_requirements() {
   python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))'
+}
+
+# The same, at the lock's versions and hashes, as a requirements file: schedlens itself is built without build
+# isolation, from these, so its build backend is locked like everything else.
+locked_build_requirements() {  # locked_build_requirements LOCK
+  local name
+  build_requirements | sed -e 's/[ <>=!~;[].*//' | while read -r name; do lock_entry "$name" "$1"; done
 }

@@ -20,7 +20,9 @@ from tests.support.processes import free_port
 SERVING_WITHIN_SECONDS = 120.0
 
 
-def test_make_run_fills_the_history_through_the_operators_own_profiles_and_keeps_serving(tmp_path: Path) -> None:
+def test_make_run_fills_the_history_through_the_operators_own_profiles_and_keeps_serving(
+    tmp_path: Path, runtime_venv: Path
+) -> None:
     config = tmp_path / "mine.yaml"
     mine = "- name: mine\n  plugins:\n    score: {enabled: [{name: NetworkTraffic, weight: 2}]}\n"
     config.write_text(f"profiles:\n{mine}- name: batch\n", encoding="utf-8")
@@ -37,7 +39,7 @@ def test_make_run_fills_the_history_through_the_operators_own_profiles_and_keeps
         "SCHEDLENS_CLUSTER_FILE": str(tmp_path / "cluster.json"),
         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prom"),
         "SCHEDLENS_VAR_ROOT": str(tmp_path / "var"),  # its own state directories and var/current
-        "VENV": str(REPO / ".venv"),
+        "VENV": str(runtime_venv),  # the runtime set alone, as make run installs it
     }
     process = start_script("run-demo.sh", env)
     try:
