@@ -30,8 +30,9 @@ def locked_versions() -> dict[str, str]:
 
 
 def installed_versions(python: Path) -> dict[str, str]:
+    program = "from importlib import metadata\nfor d in metadata.distributions(): print(d.name, d.version)"
     listing = subprocess.run(
-        [str(python), "-c", "from importlib import metadata as m\nfor d in m.distributions(): print(d.name, d.version)"],
+        [str(python), "-c", program],
         capture_output=True,
         text=True,
         check=True,
