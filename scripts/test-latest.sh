@@ -3,7 +3,7 @@
 # (var/test-latest/venv), so a refresh of requirements.lock is seen before it is made. Prints which packages are newer
 # than the lock and which checks and tests broke on them, and keeps the whole output in var/test-latest/. It never
 # fails the caller for what broke (it is not part of make test or CI): it exits 0 once the report is written, and
-# non-zero only when it could not run.
+# non-zero only when it could not run. PYTEST_ARGS narrows its pytest run (e.g. to one directory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lock-lib.sh
@@ -22,16 +22,22 @@ env "${uv_env[@]}" "${uv[@]}" install --python "$venv/bin/python" --quiet --upgr
 env "${uv_env[@]}" "${uv[@]}" install --python "$venv/bin/python" --quiet --no-deps --no-build-isolation -e .
 
 # Packages whose installed version is not the lock's: what this run tries that make test does not.
-env "${uv_env[@]}" "${uv[@]}" freeze --python "$venv/bin/python" --exclude-editable >"$out/installed.txt"
-newer=$(python3 - "$LOCK" "$out/installed.txt" <<'PY'
+env "${uv_env[@]}" "${uv[@]}" freeze --quiet --python "$venv/bin/python" --exclude-editable >"$out/installed.txt"
+newer=$("$venv/bin/python" - "$LOCK" "$out/installed.txt" <<'PY'
 import re, sys
-locked = dict(re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^ ;\\]+)", open(sys.argv[1]).read(), re.M))
-norm = lambda name: re.sub(r"[-_.]+", "-", name).lower()
-locked = {norm(k): v for k, v in locked.items()}
+from packaging.markers import Marker
+from packaging.utils import canonicalize_name
+
+entry = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)(?: ; ([^\\\n]+))?", re.M)
+locked = {
+    canonicalize_name(name): version
+    for name, version, marker in entry.findall(open(sys.argv[1]).read())
+    if not marker or Marker(marker.strip()).evaluate()
+}
 for line in open(sys.argv[2]):
     name, _, version = line.strip().partition("==")
-    if version and locked.get(norm(name)) != version:
-        print(f"  {name} {locked.get(norm(name), '(not locked)')} -> {version}")
+    if version and name != "pip" and locked.get(canonicalize_name(name)) != version:
+        print(f"  {name} {locked.get(canonicalize_name(name), '(not locked)')} -> {version}")
 PY
 )
 
@@ -39,7 +45,7 @@ steps=(lint typecheck importlint migrations-check pytest)
 declare -A status
 for step in "${steps[@]}"; do
   echo "== make $step (newest releases)"
-  if make --no-print-directory "$step" VENV="$venv" PYTEST_ARGS="-p no:cacheprovider" >"$out/$step.log" 2>&1; then
+  if make --no-print-directory "$step" VENV="$venv" PYTEST_ARGS="-p no:cacheprovider ${PYTEST_ARGS:-}" >"$out/$step.log" 2>&1; then
     status[$step]=passed
   else
     status[$step]=failed
