@@ -1,6 +1,7 @@
 """The stored profile versions, read one way: what a cycle was decided by (:func:`cycle_profile_version`), every
 version's normalized form (:func:`profile_version_descriptions`, the history replays' baselines), and each profile's
-versions with what changed between consecutive ones (:func:`profile_version_history`, the profiles page and API).
+versions with what changed between consecutive ones (:func:`profile_version_history`, the profiles page and API:
+read as an operator says it, ``scheduler_core.profile_changes``, and leaf by leaf in JSON).
 
 A cycle is interpreted by the version it recorded, never by the profiles file the reading process has now; a cycle
 recorded before versions were kept says so (``scheduler_core.traffic_terms.NOT_VERSIONED``).
@@ -18,6 +19,7 @@ from django.db.models import Count, Max, Min
 from dashboard.models import ProfileVersion, SchedulingCycle
 from dashboard.selectors.profiles import redact
 from scheduler_core.lru import LRU
+from scheduler_core.profile_changes import ChangeLine, version_change_lines
 from scheduler_core.profile_versions import Change, version_changes
 from scheduler_core.traffic_terms import NOT_VERSIONED
 
@@ -99,14 +101,16 @@ class VersionEntry:
     first_served: datetime | None
     last_served: datetime | None
     changes: list[Change] = field(default_factory=list)
-    """From the previous version of the same profile (empty for the first)."""
+    """From the previous version of the same profile (empty for the first), leaf by leaf, lists whole."""
     previous: str = ""
     """The previous version's digest ("" for the first)."""
+    change_lines: list[ChangeLine] = field(default_factory=list)
+    """The same changes as an operator says them: one line per plugin added or removed, weight, arg or field."""
 
 
 def profile_version_history(*, profile: str | None = None) -> dict[str, list[VersionEntry]]:
     """Each profile's stored versions, oldest first, with their cycles (counted on the ``cycle_profile_version``
-    index, grouped once) and the diff from the one before."""
+    index, grouped once) and the diff from the one before, both ways (:class:`VersionEntry`)."""
     versions = ProfileVersion.objects.order_by("profile", "noted_at", "id")
     if profile is not None:
         versions = versions.filter(profile=profile)
@@ -124,14 +128,16 @@ def profile_version_history(*, profile: str | None = None) -> dict[str, list[Ver
         entries = history.setdefault(version.profile, [])
         before = entries[-1].version if entries else None
         seen: Mapping[str, Any] = served.get(version.digest, {})
+        was = shown[before.digest] if before is not None else None
         entries.append(
             VersionEntry(
                 version,
                 int(seen.get("n", 0)),
                 seen.get("first"),
                 seen.get("last"),
-                version_changes(shown[before.digest], shown[version.digest]) if before is not None else [],
+                version_changes(was, shown[version.digest]) if was is not None else [],
                 before.digest if before is not None else "",
+                version_change_lines(was, shown[version.digest]) if was is not None else [],
             )
         )
     return history

@@ -1,8 +1,10 @@
-"""The profiles page: each profile's recorded versions, what changed between consecutive ones, how many cycles each
-decided. A thin view over ``dashboard.selectors.profile_versions``."""
+"""The profiles page: each profile's recorded versions, what changed between consecutive ones (a line per change,
+``scheduler_core.profile_changes``), how many cycles each decided. A thin view over
+``dashboard.selectors.profile_versions``."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import yaml
@@ -23,6 +25,12 @@ def _shown_yaml(text: str) -> str:
         return ""
 
 
+def _shown_json(normalized: Any) -> str:
+    """The normalized definition as JSON, secrets masked, keys sorted as the digest's canonical JSON sorts them
+    (the database gives them back in its own order): where an auditor finds the figures of each change line."""
+    return json.dumps(redact(normalized), indent=2, sort_keys=True, ensure_ascii=False)
+
+
 @require_GET
 @login_required
 def profiles(request: HttpRequest) -> HttpResponse:
@@ -37,7 +45,7 @@ def profiles(request: HttpRequest) -> HttpResponse:
                 {
                     "entry": entry,
                     "yaml": _shown_yaml(entry.version.yaml),
-                    "normalized": redact(entry.version.normalized),
+                    "normalized_json": _shown_json(entry.version.normalized),
                 }
                 for entry in reversed(entries)  # newest first
             ],

@@ -245,8 +245,9 @@ def test_the_profiles_page_lists_each_version_with_the_arg_that_changed(
     page = html.unescape(client.get(reverse("ui:profiles")).content.decode())
     row = re.search(rf'<tr id="version-{V2_DIGEST}">(.*?)</tr>', page, re.S)
     assert row is not None
-    assert "pluginConfig.TrafficThreshold.maxBytesPerSecond: 125000000.0 → 2000.0" in row.group(1)
-    assert "pluginConfig.NetworkTraffic.timeRangeInMinutes: 5 → 10" in row.group(1)
+    lines = re.findall(r"<li[^>]*>(.*?)</li>", row.group(1))
+    assert "TrafficThreshold arg maxBytesPerSecond 125000000.0 → 2000.0" in lines, "one line each, as recorded"
+    assert "NetworkTraffic arg timeRangeInMinutes 5 → 10" in lines
     assert re.search(r'<td class="num">2</td>', row.group(1)), "the cycles it decided"
     assert f'<tr id="version-{V1_DIGEST}">' in page
 
