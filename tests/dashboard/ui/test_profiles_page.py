@@ -14,41 +14,18 @@ import pytest
 from django.urls import reverse
 
 from dashboard.models import ProfileVersion
-from scheduler_core.profiles import load_profiles
-from tests.support.profile_versions import store_served_versions
+from tests.support.profile_versions import ROLLED_OUT_TO, store_rollout
 
 pytestmark = pytest.mark.django_db
-
-V1 = """
-profiles:
-- name: web
-  plugins:
-    score: {enabled: [{name: NetworkTraffic, weight: 3}]}
-  pluginConfig:
-  - {name: NetworkTraffic, args: {timeRangeInMinutes: 5}}
-"""
-V2 = """
-profiles:
-- name: web
-  plugins:
-    score: {enabled: [{name: NetworkTraffic, weight: 5}, {name: ImageLocality, weight: 2}]}
-  pluginConfig:
-  - {name: NetworkTraffic, args: {timeRangeInMinutes: 10}}
-"""
-"""The rollout: NetworkTraffic's weight raised, ImageLocality added to score, NetworkTraffic's window doubled."""
 
 
 @pytest.fixture
 def two_versions(settings, tmp_path: Path) -> tuple[str, str]:
-    """Both versions stored as a replica's notes give them to the ingester; the profiles file now says V2."""
-    digests = []
-    for text in (V1, V2):
-        (digest,) = store_served_versions(load_profiles(text), text)
-        digests.append(digest)
+    """Both versions stored as a replica's notes give them to the ingester; the profiles file now says the newer."""
     path = tmp_path / "profiles.yaml"
-    path.write_text(V2, encoding="utf-8")
+    path.write_text(ROLLED_OUT_TO, encoding="utf-8")
     settings.SCHEDLENS_CONFIG = str(path)
-    return digests[0], digests[1]
+    return store_rollout()
 
 
 def shown(signed_in) -> str:
