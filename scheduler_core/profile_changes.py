@@ -217,6 +217,20 @@ def _field_lines(path: str, before: Any, after: Any, *, plugin: str = "", point:
     yield ChangeLine(ChangeKind.FIELD_CHANGED, text, plugin, point, path, old, new)
 
 
+def in_reading_order(description: Mapping[str, Any]) -> dict[str, Any]:
+    """A normalized definition with its parts in the order the change lines come in, every mapping inside ordered by
+    key: to show beside the lines, where each one's figures are found the way the lines go."""
+    return {key: _keys_sorted(description[key]) for key in _ordered(description, {}, first=_PARTS)}
+
+
+def _keys_sorted(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(key): _keys_sorted(value[key]) for key in sorted(value, key=str)}
+    if isinstance(value, list):
+        return [_keys_sorted(item) for item in value]
+    return value
+
+
 def _ordered(before: Mapping[str, Any], after: Mapping[str, Any], first: tuple[str, ...] = ()) -> list[str]:
     """The keys of both: ``first`` in its order, then the others by name (never by the order a store kept)."""
     keys = {str(key) for key in (*before, *after)}

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET
 
 from dashboard.selectors.profile_versions import profile_version_history
 from dashboard.selectors.profiles import profile_configuration, redact
+from scheduler_core.profile_changes import in_reading_order
 
 
 def _shown_yaml(text: str) -> str:
@@ -26,9 +27,9 @@ def _shown_yaml(text: str) -> str:
 
 
 def _shown_json(normalized: Any) -> str:
-    """The normalized definition as JSON, secrets masked, keys sorted as the digest's canonical JSON sorts them
-    (the database gives them back in its own order): where an auditor finds the figures of each change line."""
-    return json.dumps(redact(normalized), indent=2, sort_keys=True, ensure_ascii=False)
+    """The normalized definition as JSON, secrets masked, in the order the change lines go (the database gives its
+    keys back in its own): where an auditor finds the figures of each line."""
+    return json.dumps(in_reading_order(redact(normalized)), indent=2, ensure_ascii=False)
 
 
 @require_GET

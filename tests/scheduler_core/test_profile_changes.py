@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scheduler_core.profile_changes import ChangeKind, ChangeLine, version_change_lines
+from scheduler_core.profile_changes import ChangeKind, ChangeLine, in_reading_order, version_change_lines
 from scheduler_core.profiles import load_profiles
 
 BASE = """
@@ -245,3 +245,13 @@ def test_a_nested_field_not_understood_names_its_leaf() -> None:
 
 def test_the_same_version_has_no_change() -> None:
     assert version_change_lines(described(BASE), described(BASE)) == []
+
+
+def test_a_definition_shown_beside_the_lines_reads_in_their_order_whatever_order_it_was_stored_in() -> None:
+    stored = keys_reversed(described(BASE) | {"shards": {"count": 2}})
+    shown = in_reading_order(stored)
+    assert shown == stored, "nothing added or lost"
+    assert list(shown) == ["name", "filter", "score", "pluginConfig", "answer", "shards"]
+    assert list(shown["pluginConfig"]) == sorted(stored["pluginConfig"])
+    assert list(shown["pluginConfig"]["NetworkTraffic"]) == sorted(stored["pluginConfig"]["NetworkTraffic"])
+    assert shown["filter"] == stored["filter"], "a list keeps its recorded order"
