@@ -13,11 +13,12 @@ The protocol reference is ``shared/docs/extender-protocol.md``; upstream is
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from typing import Annotated, TypeVar
 
 import msgspec
+
+from scheduler_core.decode_errors import EMPTY_BODY, json_refusal
 
 _T = TypeVar("_T")
 
@@ -27,7 +28,7 @@ MIN_EXTENDER_PRIORITY = 0
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 # Go's ``int64``: msgspec decodes any JSON integer into a Python int, however large, and Go could not decode an
-# echo of an out-of-range one. Used where the path msgspec reports is exact (it shows a map key as ``[...]``).
+# echo of an out-of-range one.
 Int64 = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
 
 
@@ -184,32 +185,16 @@ _binding_decoder = msgspec.json.Decoder(ExtenderBindingArgs)
 _preemption_decoder = msgspec.json.Decoder(ExtenderPreemptionArgs)
 _encoder = msgspec.json.Encoder()
 
-_PATH_SUFFIX = re.compile(r" - at `(?P<path>\$[^`]*)`$")
-
-
-def _wire_error(exc: msgspec.MsgspecError, prefix: str = "") -> WireError:
-    text = str(exc)
-    match = _PATH_SUFFIX.search(text)
-    path = "$"
-    if match:
-        path = match.group("path")
-        text = text[: match.start()]
-    if prefix:
-        path = prefix + path[1:]
-    return WireError(text, path)
-
 
 def _decode(decoder: msgspec.json.Decoder[_T], body: bytes) -> _T:
     if not body.strip():
-        raise WireError("empty request body")
+        raise WireError(EMPTY_BODY)
     try:
         return decoder.decode(body)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise _wire_error(exc) from None
-    except UnicodeDecodeError as exc:
-        raise WireError(f"invalid UTF-8 at byte {exc.start}") from None
-    except RecursionError:
-        raise WireError("JSON nested too deeply") from None
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError) as exc:
+        # Only now is the body read again, to say in our words what is wrong and where (decode_errors).
+        refusal = json_refusal(body, decoder.type, exc)
+        raise WireError(refusal.message, refusal.path) from None
 
 
 def decode_extender_args(body: bytes) -> ExtenderArgs:
@@ -285,27 +270,25 @@ def check_node_names(names: Sequence[str], path: Callable[[int], str]) -> None:
             seen.add(name)
 
 
-def _item_error(exc: msgspec.MsgspecError | UnicodeDecodeError, index: int) -> WireError:
-    prefix = f"$.Nodes.items[{index}]"
-    if isinstance(exc, UnicodeDecodeError):  # msgspec checks UTF-8 only in the strings it reads: an item's, here
-        return WireError("invalid UTF-8 in a string of the node", prefix)
-    return _wire_error(exc, prefix=prefix)
+def _item_error(exc: Exception, raw: msgspec.Raw, item_type: type, index: int) -> WireError:
+    refusal = json_refusal(bytes(raw), item_type, exc, part="node")
+    return WireError(refusal.message, f"$.Nodes.items[{index}]{refusal.path[1:]}")
 
 
 def decode_node(raw: msgspec.Raw, index: int) -> Node:
     """Decode the fields plugins need from one raw ``Nodes.items`` element."""
     try:
         return _node_decoder.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
-        raise _item_error(exc, index) from None
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError) as exc:
+        raise _item_error(exc, raw, Node, index) from None
 
 
 def decode_node_meta(raw: msgspec.Raw, index: int) -> NodeMeta:
     """Decode only ``metadata`` of one raw ``Nodes.items`` element (``status`` is skipped, not validated)."""
     try:
         return _node_meta_decoder.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
-        raise _item_error(exc, index) from None
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError) as exc:
+        raise _item_error(exc, raw, NodeMeta, index) from None
 
 
 def decode_binding_args(body: bytes) -> ExtenderBindingArgs:
@@ -323,7 +306,7 @@ def decode_preemption_args(body: bytes) -> ExtenderPreemptionArgs:
         for node, victims in (mapping or {}).items():
             if victims is None:
                 raise WireError("victims are null", f"$.{field_name}.{node}")
-            # Checked here rather than by an Int64 annotation: msgspec's path would hide the node as [...].
+            # Checked here, not by an Int64 annotation, so the refusal names the range as Go's int64.
             if not INT64_MIN <= victims.num_pdb_violations <= INT64_MAX:
                 raise WireError("NumPDBViolations out of int64 range", f"$.{field_name}.{node}.NumPDBViolations")
     return args
