@@ -45,6 +45,10 @@ VERB_ROUTE = rf"extender/(?P<profile>[^/]+)/(?P<verb>{'|'.join(VERBS)})"
 answered by the fast path."""
 
 
+BODY_CUT_SHORT = "the request body could not be read: the connection broke before its end"
+BODY_CHUNKS_MALFORMED = "the request body could not be read: its chunked transfer encoding is malformed"
+
+
 class BodyRefusedError(Exception):
     """The request cannot be answered by a verb (size, length, type): answered with ``status``, and recorded."""
 
@@ -82,8 +86,12 @@ def read_body(*, declared_length: str, chunked: bool, read: Callable[[int], byte
         return b""
     try:
         body = read(length)
-    except Exception as exc:  # a malformed chunk, a client gone mid-body: the server's parser raises its own errors
-        raise BodyRefusedError(400, f"the request body could not be read: {type(exc).__name__}: {exc}") from None
+    except OSError:  # the connection broke or timed out mid-body
+        log.warning("the request body could not be read", exc_info=True)
+        raise BodyRefusedError(400, BODY_CUT_SHORT) from None
+    except Exception:  # the WSGI server's parser refused the chunks, in its own words: those are for the log
+        log.warning("the request body could not be read", exc_info=True)
+        raise BodyRefusedError(400, BODY_CHUNKS_MALFORMED) from None
     if len(body) > limit:
         raise BodyRefusedError(413, f"request body exceeds the limit of {limit} bytes")
     return body

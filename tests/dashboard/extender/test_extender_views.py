@@ -28,18 +28,44 @@ def test_a_captured_filter_is_answered_and_spooled(client, runtime):
 
 
 @pytest.mark.parametrize(
-    ("body", "status", "fragment"),
+    ("body", "status", "answer"),
     [
-        (b"", 400, "empty request body"),
-        (b"{", 400, "truncated"),
-        (b'{"Pod":{},"Nodes":null,"NodeNames":null}', 400, "both Nodes and NodeNames are null"),
-        (b'{"Pod":[],"Nodes":null,"NodeNames":[]}', 400, "Expected `object`, got `array`"),
+        (b"", 400, {"error": "empty request body", "path": "$"}),
+        (b"{", 400, {"error": "truncated JSON: it ends at byte 1, inside an unfinished object", "path": "$"}),
+        (
+            b'{"Pod":{},"Nodes":null,"NodeNames":null}',
+            400,
+            {"error": "both Nodes and NodeNames are null; exactly one must be set", "path": "$.NodeNames"},
+        ),
+        (
+            b'{"Pod":[],"Nodes":null,"NodeNames":[]}',
+            400,
+            {"error": "expected an object, got an array", "path": "$.Pod"},
+        ),
     ],
 )
-def test_bad_bodies_get_a_4xx_with_a_message_and_are_recorded(client, runtime, body, status, fragment):
+def test_bad_bodies_get_a_4xx_with_a_message_and_are_recorded(client, runtime, body, status, answer):
     response = post(client, "filter", body)
     assert response.status_code == status
-    assert fragment in json.loads(response.content)["error"]
+    assert json.loads(response.content) == answer
+    assert runtime.spool.depth() == 1
+
+
+@pytest.mark.parametrize(
+    ("verb", "body", "error", "path"),
+    [
+        ("filter", b'{"Pod":{},"NodeNames":["a",2]}', "expected a string, got a number", "$.NodeNames[1]"),
+        ("prioritize", b'{"Pod":{},"Nodes":{"items":[[]]}}', "expected an object, got an array", "$.Nodes.items[0]"),
+        ("bind", b'{"PodName":"p","PodNamespace":"n","PodUID":"u"}', "missing required field `Node`", "$"),
+        ("preempt", b'{"Pod":{},"NodeNameToMetaVictims":{"n":{"Pods":null}}}', "expected an array, got null",
+         "$.NodeNameToMetaVictims.n.Pods"),
+        ("preempt", b'{"Pod":{}} {}', "trailing data after the JSON value at byte 11 (line 1, column 12)", "$"),
+    ],
+)  # fmt: skip
+def test_each_verb_answers_a_malformed_body_in_schedlens_s_words(client, runtime, verb, body, error, path):
+    response = post(client, verb, body)
+    assert response.status_code == 400
+    assert json.loads(response.content) == {"error": error, "path": path}
     assert runtime.spool.depth() == 1
 
 
