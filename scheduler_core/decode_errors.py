@@ -21,10 +21,10 @@ import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
+import yaml
 
 from scheduler_core.json_syntax import Scan, SyntaxProblem, line_and_column, scan
 
@@ -38,8 +38,7 @@ Annotation = Any
 """A type as the decoders take it (a class, ``list[str]``, ``X | None``, ``Annotated[int, Meta(...)]``, ...)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Refusal:
+class Refusal(NamedTuple):
     message: str
     path: str = "$"
 
@@ -75,6 +74,14 @@ def json_refusal(data: bytes, annotation: Annotation, exc: BaseException, *, par
 def document_refusal(document: object, annotation: Annotation, exc: msgspec.ValidationError) -> Refusal:
     """Why ``msgspec.convert(document, annotation)`` refused ``document`` (decoded YAML or JSON: Python builtins)."""
     return value_refusal(_Py(document), annotation, exc)
+
+
+def yaml_location(exc: yaml.YAMLError) -> str:
+    """`` at line L, column C`` of a YAML error that knows where it is (PyYAML's own sentence stays out)."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    if isinstance(mark, yaml.Mark):
+        return f" at line {mark.line + 1}, column {mark.column + 1}"
+    return ""
 
 
 def syntax_message(data: bytes, problem: SyntaxProblem, part: str = "") -> str:

@@ -28,6 +28,7 @@ import msgspec
 import yaml
 
 from scheduler_core.answer import DEFAULT_ANSWER_SCALE, AnswerScale
+from scheduler_core.decode_errors import document_refusal, yaml_location
 from scheduler_core.plugins import (
     FILTER_PLUGINS,
     PLUGINS,
@@ -148,12 +149,6 @@ def profile_version(description: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
-def _path(exc: msgspec.ValidationError) -> tuple[str, str]:
-    text = str(exc)
-    message, sep, path = text.partition(" - at `")
-    return message, path.rstrip("`") if sep else "$"
-
-
 def _profile_label(raw: Any, index: int) -> str:
     try:
         return repr(raw["profiles"][index]["name"])
@@ -168,7 +163,7 @@ def parse_profiles(document: Any) -> dict[str, Profile]:
     try:
         config = msgspec.convert(document, _Config)
     except msgspec.ValidationError as exc:
-        message, path = _path(exc)
+        message, path = document_refusal(document, _Config, exc)
         match = re.match(r"\$\.profiles\[(\d+)\]", path)
         where = f"profile {_profile_label(document, int(match.group(1)))}, " if match else ""
         raise ProfileError(f"{where}field {path.removeprefix('$.')}: {message}") from None
@@ -241,7 +236,7 @@ def _build_profile(config: _ProfileConfig) -> Profile:
         try:
             args: PluginArgs = msgspec.convert(raw_args.get(plugin_name, {}), cls.args_type)
         except msgspec.ValidationError as exc:
-            message, path = _path(exc)
+            message, path = document_refusal(raw_args.get(plugin_name, {}), cls.args_type, exc)
             field = path.removeprefix("$").lstrip(".") or "args"
             raise ProfileError(
                 f"profile {name!r}, plugin {plugin_name!r}: field args.{field}: {message}".replace("args.args", "args")
@@ -282,5 +277,5 @@ def load_profiles(text: str | None) -> dict[str, Profile]:
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ProfileError(f"profile configuration is not valid YAML: {exc}") from None
+        raise ProfileError(f"profile configuration is not valid YAML{yaml_location(exc)}") from None
     return parse_profiles(document)

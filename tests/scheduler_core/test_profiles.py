@@ -67,11 +67,11 @@ def test_equal_traffic_args_share_one_query():
         ),
         (
             "profiles: [{name: p, plugins: {score: {enabled: [{name: NetworkTraffic, weight: heavy}]}}}]",
-            "profile 'p', field profiles[0].plugins.score.enabled[0].weight: Expected `int | null`, got `str`",
+            "profile 'p', field profiles[0].plugins.score.enabled[0].weight: expected an integer or null, got a string",
         ),
         (
             "profiles: [{name: p, pluginConfig: [{name: NetworkTraffic, args: {timeRangeInMinutes: abc}}]}]",
-            "profile 'p', plugin 'NetworkTraffic': field args.timeRangeInMinutes: Expected `int`, got `str`",
+            "profile 'p', plugin 'NetworkTraffic': field args.timeRangeInMinutes: expected an integer, got a string",
         ),
         (
             "profiles: [{name: p, pluginConfig: [{name: NetworkTraffic, args: {timeRangeInMinutes: 0}}]}]",
@@ -79,7 +79,7 @@ def test_equal_traffic_args_share_one_query():
         ),
         (
             "profiles: [{name: p, pluginConfig: [{name: NetworkTraffic, args: {devicename: eth1}}]}]",
-            "profile 'p', plugin 'NetworkTraffic': field args: Object contains unknown field `devicename`",
+            "profile 'p', plugin 'NetworkTraffic': field args: unknown field `devicename`",
         ),
         (
             "profiles: [{name: p, pluginConfig: [{name: TrafficThreshold, args: {maxBytesPerSecond: -1}}]}]",
@@ -87,7 +87,8 @@ def test_equal_traffic_args_share_one_query():
         ),
         (
             "profiles: [{name: p, pluginConfig: [{name: NetworkTraffic, args: {queryMode: rate}}]}]",
-            "profile 'p', plugin 'NetworkTraffic': field args.queryMode: Invalid enum value 'rate'",
+            "profile 'p', plugin 'NetworkTraffic': field args.queryMode: "
+            "expected one of 'increase', 'sum_over_time', got 'rate'",
         ),
         (
             "profiles: [{name: p, plugins: {filter: {enabled: [{name: ImageLocality}]}}}]",
@@ -103,10 +104,16 @@ def test_equal_traffic_args_share_one_query():
         ),
         ("profiles: [{name: p}, {name: p}]", "profile 'p': field name: duplicate profile name"),
         ("profiles: [{name: Bad_Name}]", "profile 'Bad_Name': field name: must be a DNS label"),
-        ("profiles: [{name: p, plugin: {}}]", "profile 'p', field profiles[0]: Object contains unknown field `plugin`"),
+        ("profiles: [{name: p, plugin: {}}]", "profile 'p', field profiles[0]: unknown field `plugin`"),
         ("profiles: []", "field profiles: at least one profile is required"),
         ("- just a list", "profile configuration must be a mapping"),
-        ("profiles: [", "not valid YAML"),
+        ("profiles: [", "profile configuration is not valid YAML at line 1, column 12"),
+        ("profiles: [{}]", "profile #0, field profiles[0]: missing required field `name`"),
+        ("profiles: {a: 1}", "field profiles: expected an array, got an object"),
+        (
+            "profiles: [{name: p, answer: {scale: big}}]",
+            "profile 'p', field profiles[0].answer.scale: expected one of 'fixed', 'spread', got 'big'",
+        ),
     ],
 )
 def test_a_bad_profile_file_is_refused_naming_profile_plugin_and_field(config: str, message: str):
