@@ -14,6 +14,7 @@ from typing import Any, Protocol, TypeVar
 import msgspec
 
 from scheduler_core import wire
+from scheduler_core.decode_errors import document_refusal
 from scheduler_core.lru import LRU
 from scheduler_core.workload_traffic import WorkloadKey, override_bytes, workload_of
 
@@ -131,11 +132,14 @@ def node_resources_spec(obj: Mapping[str, Any]) -> tuple[str, NodeResourcesSpec]
     """Convert one NodeResources object (as the API serves it) into (node name, spec)."""
     try:
         name = str(obj["metadata"]["name"])
-        spec = msgspec.convert(obj.get("spec") or {}, _NodeResourcesSpecWire)
-    except (KeyError, TypeError) as exc:
-        raise NodeResourcesError(f"NodeResources object without metadata.name: {exc}") from None
+    except (KeyError, TypeError):
+        raise NodeResourcesError("NodeResources object without metadata.name") from None
+    spec_document = obj.get("spec") or {}
+    try:
+        spec = msgspec.convert(spec_document, _NodeResourcesSpecWire)
     except msgspec.ValidationError as exc:
-        raise NodeResourcesError(f"NodeResources {obj['metadata']['name']!r}: {exc}") from None
+        message, path = document_refusal(spec_document, _NodeResourcesSpecWire, exc)
+        raise NodeResourcesError(f"NodeResources {name!r}: field spec{path[1:]}: {message}") from None
     return name, NodeResourcesSpec(resources_filter=spec.resources_filter, resources_score=spec.resources_score)
 
 

@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from scheduler_core.decode_errors import yaml_location
+from scheduler_core.failure_reasons import connection_failure, file_failure
 from scheduler_core.kubectl_pending import render_pending, render_pending_pod
 
 EXIT_OK = 0
@@ -74,8 +76,10 @@ def _config_file() -> dict[str, str]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise CliError(f"cannot read the config file {path}: {exc}", EXIT_USAGE) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot read the config file {path}: {file_failure(exc)}", EXIT_USAGE) from None
+    except yaml.YAMLError as exc:
+        raise CliError(f"the config file {path} is not valid YAML{yaml_location(exc)}", EXIT_USAGE) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -118,7 +122,7 @@ class Api:
         except urllib.error.HTTPError as exc:
             raise _http_error(exc, url, not_found) from None
         except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
+            reason = connection_failure(getattr(exc, "reason", exc), self.timeout)
             raise CliError(f"cannot reach {self.server}: {reason}", EXIT_UNAVAILABLE) from None
         try:
             return json.loads(body)

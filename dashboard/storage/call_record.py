@@ -13,6 +13,7 @@ import msgspec
 
 from dashboard.storage.call_body_read import FilterRecordLookup, body_read, node_mode_of
 from dashboard.storage.shared_parts import SharedPartLookup
+from scheduler_core.decode_errors import document_refusal
 from scheduler_core.record import (
     BIND,
     FILTER,
@@ -47,14 +48,18 @@ def record_from_json(verb: str, stored: Any) -> CallRecord:
         return CallRecord(unreadable=str(stored[UNREADABLE]))
     fields = {k: v for k, v in stored.items() if k not in _CALL_FIELDS}
     record = CallRecord(error_path=str(stored.get("error_path", "")))
+    kind = _RECORD_TYPES.get(verb)
     try:
         record.node_mode = node_mode_of(stored.get("node_mode", ""))
-        kind = _RECORD_TYPES.get(verb)
         if kind is None:
             raise ValueError(f"no record type for verb {verb[:20]!r}")
         if fields:
             setattr(record, verb, msgspec.convert(fields, kind))
-    except (msgspec.ValidationError, ValueError, TypeError) as exc:
+    except msgspec.ValidationError as exc:  # described in our words: msgspec's sentence changes between releases
+        refusal = document_refusal(fields, kind, exc)
+        reason = f"{refusal.message} (at {refusal.path})"
+        return CallRecord(untyped=msgspec.Raw(_json.encode(stored)), untyped_reason=reason)
+    except (ValueError, TypeError) as exc:  # raised above, in our words
         return CallRecord(untyped=msgspec.Raw(_json.encode(stored)), untyped_reason=str(exc))
     return record
 

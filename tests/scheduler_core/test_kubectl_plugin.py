@@ -239,7 +239,7 @@ def test_errors_exit_with_a_code_scripts_can_use_and_one_line_naming_the_problem
     closed = f"http://127.0.0.1:{free_port()}"
     unreachable = kubectl_schedlens("verify", "--server", closed, token=token)
     assert unreachable.returncode == 5
-    assert unreachable.stderr.startswith(f"schedlens: cannot reach {closed}")
+    assert unreachable.stderr == f"schedlens: cannot reach {closed}: the connection was refused\n"
 
     for usage in (("frobnicate",), ("why",), ("history", "--since", "soon"), ("history", "--limit", "0"), ()):
         result = kubectl_schedlens(*usage, server=server, token=token)
