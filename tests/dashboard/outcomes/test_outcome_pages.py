@@ -51,11 +51,11 @@ def test_the_balance_page_shows_the_spread_the_quietest_share_and_the_error_per_
 
     assert response.status_code == 200
     html = response.content.decode()
-    quietest = text(re.search(r'<table class="grid" id="balance-quietest">.*?</table>', html, re.S).group(0))
+    quietest = text(re.search(r'<table id="balance-quietest">.*?</table>', html, re.S).group(0))
     assert "default 1 2 50 %" in quietest
-    errors = text(re.search(r'<table class="grid" id="balance-errors">.*?</table>', html, re.S).group(0))
+    errors = text(re.search(r'<table id="balance-errors">.*?</table>', html, re.S).group(0))
     assert "Deployment default 1" in errors
-    samples = text(re.search(r'<table class="grid" id="balance-samples">.*?</table>', html, re.S).group(0))
+    samples = text(re.search(r'<table id="balance-samples">.*?</table>', html, re.S).group(0))
     assert "default 2 2.2 MB 750.0 kB 0.33 3.0 MB 1.5 MB 2.0" in samples
 
 
