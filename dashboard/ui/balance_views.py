@@ -24,7 +24,8 @@ def balance(request: HttpRequest) -> HttpResponse:
     hours = int(text) if text.isdigit() and int(text) in HOURS else None
     if hours is None:
         return HttpResponse(f"hours: one of {', '.join(map(str, HOURS))}", status=400, content_type="text/plain")
-    since = timezone.now() - timedelta(hours=hours)
+    now = timezone.now()
+    since = now - timedelta(hours=hours)
     series = balance_series(since=since)
     chart: dict[str, list[dict[str, object]]] = {}
     for sample in series:
@@ -33,7 +34,8 @@ def balance(request: HttpRequest) -> HttpResponse:
         "hours": hours,
         "hour_choices": HOURS,
         "latest": list(reversed(series))[:TABLE_ROWS],
-        "chart": {"profiles": chart},
+        # The time axis spans the period chosen, not the samples' own range: one sample is not a whole axis.
+        "chart": {"profiles": chart, "since": since.isoformat(), "until": now.isoformat()},
         "quietest": quietest_shares(since=since),
         "histograms": pod_error_histograms(since=since),
     }

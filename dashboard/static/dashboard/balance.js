@@ -10,13 +10,29 @@
     var data = JSON.parse(source.textContent);
     var names = Object.keys(data.profiles);
     if (!names.length) return;
+    var since = Date.parse(data.since);
+    var until = Date.parse(data.until);
+    // Over more than a day a time alone names two moments: the ticks then carry the day too.
+    var manyDays = until - since > 24 * 3600 * 1000;
+    function tick(v) {
+      var at = new Date(v);
+      return manyDays
+        ? at.toLocaleString([], { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" })
+        : at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+    }
     canvas.parentElement.style.height = "260px";
     new Chart(canvas, {
       type: "line",
       data: {
         datasets: names.map(function (name, i) {
           var points = data.profiles[name].map(function (p) { return { x: Date.parse(p.x), y: p.y }; });
-          return { label: name, data: points, borderColor: PALETTE[i % PALETTE.length], pointRadius: 0, spanGaps: false };
+          // A line needs two samples: a profile sampled once is drawn as its point, not as nothing.
+          var radius = points.length > 1 ? 0 : 3;
+          var colour = PALETTE[i % PALETTE.length];
+          return {
+            label: name, data: points, borderColor: colour, backgroundColor: colour, pointRadius: radius, spanGaps: false,
+            clip: false  // a sample taken as the page was drawn sits on the right edge: whole, not cut in half
+          };
         })
       },
       options: {
@@ -24,8 +40,13 @@
         animation: false,
         parsing: false,
         scales: {
-          x: { type: "linear", ticks: { callback: function (v) { return new Date(v).toLocaleTimeString(); } } },
-          y: { min: 0, title: { display: true, text: "stdev / mean" } }
+          x: {
+            type: "linear",
+            min: since,
+            max: until,
+            ticks: { callback: tick }
+          },
+          y: { min: 0, grace: "10%", title: { display: true, text: "stdev / mean" } }
         }
       }
     });
