@@ -19,6 +19,7 @@ from dashboard.outcomes.codec import estimate_decode, windows_decode
 from dashboard.outcomes.models import BalanceSample, PlacementOutcome
 from scheduler_core.outcomes.arithmetic import (
     RELATIVE_ERROR_BUCKETS,
+    Estimate,
     bucket_counts,
     pod_estimate_over,
     quieter_runner_ups,
@@ -38,6 +39,14 @@ def outcome_get(*, cycle_id: int) -> PlacementOutcome | None:
 def outcomes_for_cycles(*, cycle_ids: Iterable[int]) -> dict[int, PlacementOutcome]:
     """The outcomes of some cycles (an export's chunk), by cycle id, in one query."""
     return {o.cycle_id: o for o in PlacementOutcome.objects.filter(cycle_id__in=list(cycle_ids))}
+
+
+def _ranked(runner_up_bytes: dict[str, float | None], estimate: Estimate | None) -> dict[str, float | None]:
+    """Each runner-up's bytes in the order the decision ranked them (the estimate's, the page's columns): the stored
+    window is JSON whose keys PostgreSQL's jsonb keeps in its own order (shortest, then bytewise), not ours."""
+    if estimate is None:
+        return runner_up_bytes
+    return {node: runner_up_bytes.get(node) for node in estimate.runner_ups}
 
 
 def outcome_figures(outcome: PlacementOutcome) -> dict[str, Any]:
@@ -61,7 +70,7 @@ def outcome_figures(outcome: PlacementOutcome) -> dict[str, Any]:
                 "node_bytes": window.node_bytes,
                 "node_estimated_bytes": node_estimate,
                 "node_relative_error": relative_error(window.node_bytes, node_estimate),
-                "runner_up_bytes": window.runner_up_bytes,
+                "runner_up_bytes": _ranked(window.runner_up_bytes, estimate),
                 "quieter_runner_ups": quieter_runner_ups(window),
                 "stayed_quietest": stayed_quietest(window),
                 "pod_bytes": window.pod_bytes,

@@ -6,8 +6,10 @@ import re
 
 import pytest
 
+from dashboard.outcomes.services import outcomes_refresh
 from tests.dashboard.outcomes.conftest import at
-from tests.support.outcome_data import NODE_RATES
+from tests.support.kube_scheduler import TRAFFIC, KubeScheduler
+from tests.support.outcome_data import ATTRIBUTED_POD, NODE_RATES
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.usefixtures("outcome_settings")]
 
@@ -38,6 +40,20 @@ def test_the_decision_page_says_what_happened_next_with_the_figures_it_adds_up_f
     # node-3 received 300.0 kB, quieter; node-4 3.0 MB.
     assert "60 s 200.0 kB 600.0 kB +200.0 % 300.0 kB (quieter) 3.0 MB" in shown
     assert "A runner-up ended the last 15 min quieter: node-3." in shown
+
+
+def test_each_runner_up_s_bytes_are_under_its_own_name_in_the_order_the_decision_ranked_them(signed_in, anchor, db):
+    """node-4 ranked above node-3 when the extender decided (it was quieter then): its column comes first, and each
+    column holds that node's own bytes, whatever order the database keeps the outcome's keys in."""
+    swapped = KubeScheduler({**TRAFFIC, "node-3": TRAFFIC["node-4"], "node-4": TRAFFIC["node-3"]})
+    cycle = swapped.schedule(at=at(anchor - 17 * 60), name=ATTRIBUTED_POD, nodes=["node-2", "node-3", "node-4"])
+    outcomes_refresh(now=anchor)
+
+    shown = section(signed_in.get(f"/cycles/{cycle.id}/").content.decode(), "outcome")
+    assert "Error node-4 (runner-up) node-3 (runner-up) Pod estimated" in shown
+    assert NODE_RATES["node-4"] * 60 == 3_000_000
+    assert NODE_RATES["node-3"] * 60 == 300_000
+    assert "60 s 200.0 kB 600.0 kB +200.0 % 3.0 MB 300.0 kB (quieter)" in shown
 
 
 def test_the_decision_page_of_a_cycle_without_an_outcome_says_why(signed_in, kube_scheduler, anchor, db):
