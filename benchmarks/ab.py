@@ -33,7 +33,7 @@ from benchmarks.common import p50, parse_variant, percentile
 from benchmarks.cost.driver import Candidates
 from benchmarks.load.client import Bodies, Run, Scheduler
 from benchmarks.load.servers import server_env
-from scheduler_core.simulator import make_cluster
+from scheduler_core.cli.simulator import make_cluster
 
 WARM_UP = 5
 

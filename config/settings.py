@@ -215,7 +215,7 @@ SPECTACULAR_SETTINGS = {
         "NodeModeEnum": "dashboard.models.NodeMode",
         "ReplayStatusEnum": "dashboard.replays.models.ReplayStatus",
         "StatusEnum": "dashboard.traffic.models.RefreshStatus",
-        "ProfileChangeKindEnum": "scheduler_core.profile_changes.ChangeKind",
+        "ProfileChangeKindEnum": "scheduler_core.extender.scoring.profile_changes.ChangeKind",
     },
 }
 SCHEDLENS_RETENTION_DAYS = env_int("SCHEDLENS_RETENTION_DAYS", 30)

@@ -2,7 +2,7 @@
 
 The bind verb records its intent here before it asks the API server (:class:`SpoolBindJournal`); the record of the
 call settles it (``dashboard.extender.calls``). What an intent is and how one is reconciled:
-``scheduler_core.bind_intents``.
+``scheduler_core.extender.record.bind_intents``.
 
 Where reconciliation runs, and why: in each web process, in a thread started with its runtime once the spool is open
 (:class:`IntentReconciler`), off the request path. A first pass at start finds what a killed predecessor left (a
@@ -25,11 +25,11 @@ from django.conf import settings
 from prometheus_client import Counter
 
 from dashboard.spool import SPOOL_APPEND_FAILURES, Spool
-from scheduler_core.bind_intents import OUTCOMES, PassResult, reconcile_pass
-from scheduler_core.binding import PodReader
-from scheduler_core.record import BindIntent
-from scheduler_core.spool_codec import encode_intent
-from scheduler_core.verbs import SERVER_ID
+from scheduler_core.extender.protocol.binding import PodReader
+from scheduler_core.extender.record.bind_intents import OUTCOMES, PassResult, reconcile_pass
+from scheduler_core.extender.record.spool_codec import encode_intent
+from scheduler_core.extender.record.structs import BindIntent
+from scheduler_core.extender.verbs import SERVER_ID
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ for _outcome in OUTCOMES:  # every series exists from the start, at 0
 
 
 class SpoolBindJournal:
-    """The verbs' :class:`~scheduler_core.verbs.BindJournal`: intents in the spool's ``bind_intents`` table.
+    """The verbs' :class:`~scheduler_core.extender.verbs.BindJournal`: intents in the spool's ``bind_intents`` table.
 
     An intent that cannot be spooled (disk full) is handled as any record that cannot be: logged at ERROR, counted
     in ``schedlens_spool_append_failures_total{verb="bind_intent"}``, then ``SCHEDLENS_SPOOL_FAILURE`` decides:

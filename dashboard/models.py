@@ -8,7 +8,7 @@ from django.db import models
 from django.db.models.functions import Now
 
 from dashboard.storage.packed_json import PackedJSONField
-from scheduler_core.lru import LRU
+from scheduler_core.extender.lru import LRU
 
 
 class Outcome(models.TextChoices):
@@ -44,7 +44,7 @@ class SchedulingCycle(models.Model):
         db_default=False,  # rows written by code that predates the column (a rolling upgrade) get it too
         help_text=(
             "Rounding to kube-scheduler's 0..10 scale erased our preference: our highest-scored node was answered "
-            "the same as a node that scored strictly less (scheduler_core.answer.preference_tied)."
+            "the same as a node that scored strictly less (scheduler_core.extender.scoring.answer.preference_tied)."
         ),
     )
     candidate_count = models.PositiveIntegerField(default=0)

@@ -6,11 +6,11 @@ verb) and its id known, for the link. When kube-scheduler bound the pod itself, 
 (``dashboard.placements.services``) and the ingester completes the cycle last, once
 (``dashboard.ingest.observed_binds``). Never on a verb's request path:
 they only put a job in a bounded queue; one daemon thread per process computes the summary
-(``scheduler_core.explain.explain_summary``: the explanation's own summary, explaining only the nodes it names) and
-writes the Event through ``scheduler_core.kube_events.KubernetesEventWriter`` with a short timeout. A full queue, a
-refusing or slow API server drops the Event and counts it in ``schedlens_pod_events_dropped_total{reason}``; each
-failure kind is logged once per process, nothing is raised. An Event owed (a recorded bind, a claimed observation) is
-always either queued or counted there: no API configured (``unconfigured``), a cycle that names no pod or node
+(``scheduler_core.explanation.explain.explain_summary``: the explanation's own summary, explaining only the nodes it
+names) and writes the Event through ``scheduler_core.kube.events.KubernetesEventWriter`` with a short timeout. A full
+queue, a refusing or slow API server drops the Event and counts it in ``schedlens_pod_events_dropped_total{reason}``;
+each failure kind is logged once per process, nothing is raised. An Event owed (a recorded bind, a claimed observation)
+is always either queued or counted there: no API configured (``unconfigured``), a cycle that names no pod or node
 (``no_pod``, ``no_node``) or is gone (``no_cycle``), an error preparing it (``error``); never skipped silently.
 
 ``SCHEDLENS_POD_EVENTS`` (on unless ``SCHEDLENS_BIND_MODE=simulated``) turns it off.
@@ -32,7 +32,7 @@ from prometheus_client import Counter
 
 from dashboard.models import SchedulingCycle
 from dashboard.selectors.cycles import cycle_list_with_calls, cycle_read, cycle_traffic_terms, records_summary
-from scheduler_core.record import CycleRecords
+from scheduler_core.extender.record.structs import CycleRecords
 
 log = logging.getLogger(__name__)
 
@@ -200,8 +200,8 @@ class PodEventEmitter:
 
 def _kubernetes_writer() -> EventWriter | None:
     # The kubernetes client is imported only where Events are written: a heavy import no demo process needs.
-    from scheduler_core.kube_api import KubeConfigError, load_api_client
-    from scheduler_core.kube_events import KubernetesEventWriter
+    from scheduler_core.kube.api import KubeConfigError, load_api_client
+    from scheduler_core.kube.events import KubernetesEventWriter
 
     try:
         api_client = load_api_client()

@@ -29,20 +29,20 @@ from dashboard.outcomes.learned_table import PROCESS_LEARNED, LearnedTrafficFoll
 from dashboard.spool import Spool
 from dashboard.traffic.sources import recent_pods_reader, unaddressed_source
 from dashboard.traffic.view import LocalInputs, build_inputs, reconciling_queries
-from scheduler_core.binding import Binder, SimulatedBinder, UnconfiguredBinder
-from scheduler_core.cluster import ClusterView, FileCluster, StaticCluster
-from scheduler_core.profile_versions import encode_note, version_notes
-from scheduler_core.profiles import Profile, load_profiles
+from scheduler_core.extender.protocol.binding import Binder, SimulatedBinder, UnconfiguredBinder
+from scheduler_core.extender.protocol.cluster import ClusterView, FileCluster, StaticCluster
+from scheduler_core.extender.scoring.profile_versions import encode_note, version_notes
+from scheduler_core.extender.scoring.profiles import Profile, load_profiles
+from scheduler_core.extender.verbs import Extender
 from scheduler_core.traffic import TrafficQuery, TrafficSource
 from scheduler_core.traffic.pods import PodReads
 from scheduler_core.traffic.store import BackgroundRefresher, TrafficStore
 from scheduler_core.traffic.synthetic import SyntheticTrafficSource
-from scheduler_core.verbs import Extender
 
 # The kubernetes and Prometheus clients are imported in the functions that use them, when the settings name a
 # cluster or a Prometheus: heavy imports that the demo's processes (a file cluster, synthetic traffic) never need.
 if TYPE_CHECKING:
-    from scheduler_core.placement_watch import PlacementWatcher
+    from scheduler_core.kube.placement_watch import PlacementWatcher
 
 
 def configured_profiles() -> dict[str, Profile]:
@@ -91,8 +91,8 @@ def cluster_from_settings() -> ClusterView:
             raise ImproperlyConfigured("SCHEDLENS_CLUSTER_SOURCE=file needs SCHEDLENS_CLUSTER_FILE")
         return FileCluster(settings.SCHEDLENS_CLUSTER_FILE)
     if source in ("auto", "kubernetes"):
-        from scheduler_core.kube_api import load_api_client
-        from scheduler_core.kube_cache import KubernetesCluster
+        from scheduler_core.kube.api import load_api_client
+        from scheduler_core.kube.node_cache import KubernetesCluster
 
         client = load_api_client()
         if client is not None:
@@ -112,7 +112,7 @@ def _binder(cluster: ClusterView) -> Binder:
     if settings.SCHEDLENS_BIND_MODE == "simulated":
         # The demo cluster file says which nodes exist: a bind elsewhere is refused as a cluster would refuse it.
         return SimulatedBinder(cluster if isinstance(cluster, FileCluster) else None)
-    from scheduler_core.kube_api import KubernetesBinder, load_api_client
+    from scheduler_core.kube.api import KubernetesBinder, load_api_client
 
     client = load_api_client()
     return KubernetesBinder(client) if client is not None else UnconfiguredBinder()
@@ -177,12 +177,12 @@ class Runtime:
         cannot reach; so each web process follows the pods of our scheduler names itself and counts kube-scheduler's
         binds, and its sibling workers' binds, as they appear. In redis mode the placement watcher appends them to the
         shared bind log instead (``dashboard.placements.herd``)."""
-        from scheduler_core.kube_cache import KubernetesCluster
-        from scheduler_core.placement_watch import HerdSink, PlacementWatcher
+        from scheduler_core.kube.node_cache import KubernetesCluster
+        from scheduler_core.kube.placement_watch import HerdSink, PlacementWatcher
 
         if not isinstance(self.inputs, LocalInputs) or not isinstance(self.cluster, KubernetesCluster):
             return None
-        from scheduler_core.kube_api import load_api_client
+        from scheduler_core.kube.api import load_api_client
 
         client = load_api_client()
         if client is None:

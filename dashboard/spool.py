@@ -22,7 +22,8 @@ Two more things live here, both so that no record is ever lost *silently*:
 - **Bind intents.** A bind through the API server is written to the ``bind_intents`` table before the request
   (:meth:`Spool.intend`), and removed in the transaction that appends the bind's record (``append(settles=…)``). An
   intent left alone (the process died in between) is never read by the ingester: a restarted replica reconciles it
-  against the pod and appends the outcome (:meth:`Spool.settle_intent`, ``scheduler_core.bind_intents``).
+  against the pod and appends the outcome (:meth:`Spool.settle_intent`,
+  ``scheduler_core.extender.record.bind_intents``).
 """
 
 from __future__ import annotations
@@ -51,8 +52,9 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS write_probe (id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
     # Binds in flight: written before the API server is asked, removed with the bind's record (see above).
     "CREATE TABLE IF NOT EXISTS bind_intents (id INTEGER PRIMARY KEY AUTOINCREMENT, data BLOB NOT NULL)",
-    # The profile versions this host's processes loaded (scheduler_core.profile_versions.ProfileVersionNote), once
-    # each; ``stored`` once the ingester has them in the database.
+    # The profile versions this host's processes loaded
+    # (scheduler_core.extender.scoring.profile_versions.ProfileVersionNote), once each; ``stored`` once the ingester has
+    # them in the database.
     "CREATE TABLE IF NOT EXISTS profile_versions ("
     "digest TEXT NOT NULL, server TEXT NOT NULL, data BLOB NOT NULL, stored INTEGER NOT NULL DEFAULT 0, "
     "PRIMARY KEY (digest, server))",
@@ -254,8 +256,9 @@ class Spool:
             raise
 
     def intend(self, data: bytes) -> int:
-        """Record a bind intent (``scheduler_core.record.BindIntent``'s bytes) before its API call; returns its id,
-        which the bind's record settles (``append(settles=…)``). A failure counts as a failed append (readiness)."""
+        """Record a bind intent (``scheduler_core.extender.record.structs.BindIntent``'s bytes) before its API call;
+        returns its id, which the bind's record settles (``append(settles=…)``). A failure counts as a failed append
+        (readiness)."""
         if self._checkpointer_pid != os.getpid():
             self._start_checkpointer()
         try:

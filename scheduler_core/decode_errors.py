@@ -10,8 +10,8 @@ document itself and from our own types:
 - a value that does not fit: the value at the path is looked up in the document, and described against what the
   type at that path expects (:func:`msgspec.structs.fields` and the annotations).
 
-Kept apart from :mod:`scheduler_core.wire` because it serves every decoder (profiles, cluster files, stored
-records), and because none of it runs unless a decode has already failed.
+Kept apart from :mod:`scheduler_core.extender.protocol.wire` because it serves every decoder (profiles, cluster files,
+stored records), and because none of it runs unless a decode has already failed.
 """
 
 from __future__ import annotations

@@ -47,8 +47,8 @@ fi
 
 url="http://$ADVERTISE_ADDRESS:$PORT"
 # The kube-scheduler configurations with this URL, each working as written where it runs
-# (scheduler_core/scheduler_config.py); the command that starts one beside this server.
-start_scheduler=$("$PY" -m scheduler_core.scheduler_config --url "$url" --out-dir "$SCHEDLENS_VAR_DIR")
+# (scheduler_core/kube/scheduler_config.py); the command that starts one beside this server.
+start_scheduler=$("$PY" -m scheduler_core.kube.scheduler_config --url "$url" --out-dir "$SCHEDLENS_VAR_DIR")
 
 pids=()
 stop() {

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler_core.simulator import SyntheticCluster, make_cluster
+from scheduler_core.cli.simulator import SyntheticCluster, make_cluster
 from tests.support.kube_scheduler import TRAFFIC, KubeScheduler
 from tests.support.paths import CAPTURES
 from tests.support.processes import free_port, production_environment

@@ -1,12 +1,12 @@
 """Which 0..10 answer scale should be the default: ``fixed`` (final / 10) or ``spread`` (min–max over the candidates)?
 
-A counting benchmark, no timings. kube-scheduler in a box (``scheduler_core.simulator``: the highest extender answer
+A counting benchmark, no timings. kube-scheduler in a box (``scheduler_core.cli.simulator``: the highest extender answer
 wins, ties broken at random) schedules pods on the demo cluster with the demo profiles (``deploy/profiles.demo.yaml``),
 once with every profile answering ``fixed`` and once ``spread``, and counts per profile:
 
 - **prioritize calls** (pods with two or more feasible nodes);
 - **tied**: our highest-scored node answered the same as a node that scored strictly less
-  (:func:`scheduler_core.answer.preference_tied`), so kube-scheduler saw them as equal;
+  (:func:`scheduler_core.extender.scoring.answer.preference_tied`), so kube-scheduler saw them as equal;
 - **bound elsewhere**: the pod was bound to a node other than our highest-scored one(s);
 - **points lost**: the mean of (our best final score − the bound node's final score), 0..100;
 - **top group**: how many candidates shared the highest answer, on average;
@@ -45,20 +45,20 @@ import msgspec
 import yaml
 
 from benchmarks.common import REPO, machine, now, table
-from scheduler_core.answer import ANSWER_SCALES, preference_tied
-from scheduler_core.binding import SimulatedBinder
-from scheduler_core.cluster import StaticCluster
-from scheduler_core.herd import InMemoryBindLog, RecentBinds
-from scheduler_core.plugins.base import TrafficView
-from scheduler_core.profiles import Profile, load_profiles
-from scheduler_core.record import PrioritizeRecord
-from scheduler_core.simulator import (
+from scheduler_core.cli.simulator import (
     ExtenderCallError,
     ExtenderClient,
     KubeSchedulerSimulator,
     PlacementResult,
     make_cluster,
 )
+from scheduler_core.extender.protocol.binding import SimulatedBinder
+from scheduler_core.extender.protocol.cluster import StaticCluster
+from scheduler_core.extender.record.structs import PrioritizeRecord
+from scheduler_core.extender.scoring.answer import ANSWER_SCALES, preference_tied
+from scheduler_core.extender.scoring.herd import InMemoryBindLog, RecentBinds
+from scheduler_core.extender.scoring.plugins.base import TrafficView
+from scheduler_core.extender.scoring.profiles import Profile, load_profiles
 from scheduler_core.traffic.store import TrafficStore
 from scheduler_core.traffic.synthetic import SyntheticTrafficSource
 
@@ -271,7 +271,7 @@ class SameDrawsSimulator(KubeSchedulerSimulator):
 
 def in_process(scale: str, run: DemoRun, *, seed_offset: int, interval: float, nodes: int) -> Tally:
     """One ``simulate`` call of the demo against a fresh in-process extender (a fresh ``make run``)."""
-    from scheduler_core.verbs import Extender
+    from scheduler_core.extender.verbs import Extender
 
     profiles = load_profiles(profiles_text(scale))
     server_cluster = make_cluster(nodes, seed=7)  # `simulate --write-cluster` in run-demo.sh: the default seed
@@ -310,7 +310,7 @@ def in_process(scale: str, run: DemoRun, *, seed_offset: int, interval: float, n
 
 def demo_history(scale: str, workdir: Path, *, nodes: int) -> dict[str, Tally]:
     """``scripts/run-demo.sh`` with the demo profiles on ``scale``: gunicorn, then ``simulate`` per profile."""
-    from scheduler_core.spool_codec import decode_event
+    from scheduler_core.extender.record.spool_codec import decode_event
     from tests.support.live_server import LiveServer
 
     workdir.mkdir(parents=True)

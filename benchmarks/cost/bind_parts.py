@@ -50,15 +50,15 @@ def main() -> None:
     from benchmarks.cost.stack import KubeAPIProcess
     from dashboard.bind_intents import SpoolBindJournal
     from dashboard.spool import Spool
-    from scheduler_core.binding import Binder, SimulatedBinder
-    from scheduler_core.cluster import StaticCluster
-    from scheduler_core.kube_api import KubernetesBinder
-    from scheduler_core.kube_events import KubernetesEventWriter
-    from scheduler_core.kube_http import read_raw
-    from scheduler_core.profiles import load_profiles
-    from scheduler_core.spool_codec import encode_event
+    from scheduler_core.extender.protocol.binding import Binder, SimulatedBinder
+    from scheduler_core.extender.protocol.cluster import StaticCluster
+    from scheduler_core.extender.record.spool_codec import encode_event
+    from scheduler_core.extender.scoring.profiles import load_profiles
+    from scheduler_core.extender.verbs import Extender
+    from scheduler_core.kube.api import KubernetesBinder
+    from scheduler_core.kube.events import KubernetesEventWriter
+    from scheduler_core.kube.http import read_raw
     from scheduler_core.traffic.store import TrafficStore
-    from scheduler_core.verbs import Extender
     from tests.support.fake_kube_api import api_client_for
 
     api = KubeAPIProcess()

@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from benchmarks.load.client import Connection
-from scheduler_core.simulator import SyntheticCluster, make_pod
+from scheduler_core.cli.simulator import SyntheticCluster, make_pod
 
 # --- kube-scheduler's candidates ----------------------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from benchmarks.common import REPO
 from benchmarks.cost.driver import Candidates, Loop, Pod, make_pods, post_binds, schedule
 from benchmarks.cost.stack import Process, Stack, descendants, free_port, proc_table, seconds
 from benchmarks.load.client import BindProcess, Connection
-from scheduler_core.simulator import SyntheticCluster
+from scheduler_core.cli.simulator import SyntheticCluster
 
 WEB = ("gunicorn master", "gunicorn worker")
 INGEST = ("ingester",)

@@ -69,7 +69,7 @@ from benchmarks.cost.measure import (
 from benchmarks.cost.report import markdown, profile_markdown, write_results
 from benchmarks.cost.stack import DATABASE_PREFIX, Stack
 from benchmarks.load.client import BIND_THREADS
-from scheduler_core.simulator import make_cluster
+from scheduler_core.cli.simulator import make_cluster
 
 
 def run_size(

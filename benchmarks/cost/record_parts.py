@@ -10,7 +10,7 @@ verb, as ``dashboard.ingest.spool_ingest.ready_calls`` does it:
 * *+ sanitize*: and ``sanitize_for_postgres`` (the NUL and length checks);
 * *+ build*: ``ready_calls`` itself, which goes on to ``build_call`` (the new call: its summary, its stored body);
 
-and per cycle, from the decoded records, the Event's summary (``scheduler_core.explain.explain_summary``, as
+and per cycle, from the decoded records, the Event's summary (``scheduler_core.explanation.explain.explain_summary``, as
 ``dashboard.pod_events`` has it computed). Each round reads every record once, the codec's caches of decoded values
 emptied first, so a round meets each record as the ingester does: once. The database, the chain and the Event's POST
 are not in it (``benchmarks.cost.ingest_parts``, ``benchmarks.cost.bind_parts``).
@@ -31,7 +31,7 @@ os.environ["SCHEDLENS_INGEST_IN_PROCESS"] = "false"
 
 def _clear_read_caches() -> None:
     # The reader keeps decoded values by their bytes: a record read twice would cost less than the ingester pays.
-    from scheduler_core import spool_codec
+    from scheduler_core.extender.record import spool_codec
 
     for cache in (*spool_codec._read_frames.values(), *spool_codec._shared_values.values()):
         cache.clear()
@@ -65,9 +65,9 @@ def main() -> None:
     from dashboard.ingest.sanitize import sanitize_for_postgres
     from dashboard.ingest.spool_ingest import ready_calls
     from dashboard.spool import SpoolRow
-    from scheduler_core.explain import explain_summary
-    from scheduler_core.record import BIND, FILTER, PRIORITIZE
-    from scheduler_core.spool_codec import decode_event
+    from scheduler_core.explanation.explain import explain_summary
+    from scheduler_core.extender.record.spool_codec import decode_event
+    from scheduler_core.extender.record.structs import BIND, FILTER, PRIORITIZE
 
     cycles = templates(args.cycles, args.nodes, windows=True)
     by_verb: dict[str, list[bytes]] = {}

@@ -42,7 +42,7 @@ def setup_django(name: str) -> None:
 def traffic_and_inputs(node_names: list[str], rng: random.Random) -> tuple[Any, Any]:
     """A traffic store holding one snapshot (every node but the last has a series), and the verbs' inputs with the
     herd estimate on, as in production: each bind raises its node's estimate for the pods after it."""
-    from scheduler_core.herd import InMemoryBindLog
+    from scheduler_core.extender.scoring.herd import InMemoryBindLog
     from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
     from scheduler_core.traffic.store import TrafficStore
 
@@ -71,14 +71,14 @@ def record_templates(nodes: int, count: int, *, herd: bool = False) -> None:
 
     from dashboard.ingest.cycles import cycles_ingest_records
     from dashboard.services.profile_versions import profile_version_add
-    from scheduler_core.binding import SimulatedBinder
-    from scheduler_core.cluster import StaticCluster
-    from scheduler_core.profile_versions import version_notes
-    from scheduler_core.profiles import load_profiles
-    from scheduler_core.simulator import make_cluster, make_pod
-    from scheduler_core.spool_codec import encode_event
-    from scheduler_core.verbs import Extender
-    from scheduler_core.wire import encode
+    from scheduler_core.cli.simulator import make_cluster, make_pod
+    from scheduler_core.extender.protocol.binding import SimulatedBinder
+    from scheduler_core.extender.protocol.cluster import StaticCluster
+    from scheduler_core.extender.protocol.wire import encode
+    from scheduler_core.extender.record.spool_codec import encode_event
+    from scheduler_core.extender.scoring.profile_versions import version_notes
+    from scheduler_core.extender.scoring.profiles import load_profiles
+    from scheduler_core.extender.verbs import Extender
 
     deriving = settings.SCHEDLENS_SPOOL_FORM == "deriving"  # bodies as the ingester stores that form
 

@@ -33,13 +33,13 @@ def record_templates(nodes: int, count: int, seed: int) -> None:
     from django.conf import settings
 
     from dashboard.ingest.cycles import cycles_ingest_records
-    from scheduler_core.binding import SimulatedBinder
-    from scheduler_core.cluster import StaticCluster
-    from scheduler_core.profiles import load_profiles
-    from scheduler_core.simulator import make_cluster, make_pod
-    from scheduler_core.spool_codec import encode_event
-    from scheduler_core.verbs import Extender
-    from scheduler_core.wire import encode
+    from scheduler_core.cli.simulator import make_cluster, make_pod
+    from scheduler_core.extender.protocol.binding import SimulatedBinder
+    from scheduler_core.extender.protocol.cluster import StaticCluster
+    from scheduler_core.extender.protocol.wire import encode
+    from scheduler_core.extender.record.spool_codec import encode_event
+    from scheduler_core.extender.scoring.profiles import load_profiles
+    from scheduler_core.extender.verbs import Extender
 
     deriving = settings.SCHEDLENS_SPOOL_FORM == "deriving"  # bodies as the ingester stores that form
 

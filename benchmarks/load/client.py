@@ -3,7 +3,7 @@
 Like ``pkg/scheduler/extender.go`` and ``schedule_one.go``: one keep-alive connection carries filter then
 prioritize for one pod at a time (kube-scheduler's scheduling loop is serial), and binds run concurrently on a
 small pool of their own keep-alive connections (kube-scheduler binds in a goroutine per pod). Bodies are built
-from the simulator's cluster (``scheduler_core.simulator``: NodeNames or full Node objects) before timing starts;
+from the simulator's cluster (``scheduler_core.cli.simulator``: NodeNames or full Node objects) before timing starts;
 a call's time is from sending the request to reading the last byte of the answer on loopback (an upper bound of
 server time).
 """
@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from scheduler_core.simulator import SyntheticCluster, make_pod
+from scheduler_core.cli.simulator import SyntheticCluster, make_pod
 
 BIND_THREADS = 4
 JSON_HEADERS = {"Content-Type": "application/json", "User-Agent": "Go-http-client/1.1", "Accept-Encoding": "gzip"}

@@ -3,7 +3,7 @@
 Like ``pkg/scheduler/extender.go`` and ``schedule_one.go``: one keep-alive connection carries filter then
 prioritize for one pod at a time (kube-scheduler's scheduling loop is serial), and binds run concurrently on a
 small pool of their own keep-alive connections (kube-scheduler binds in a goroutine per pod). Bodies are built
-from the simulator's cluster (``scheduler_core.simulator``: 100 / 1000 / 5000 nodes, NodeNames or full Node
+from the simulator's cluster (``scheduler_core.cli.simulator``: 100 / 1000 / 5000 nodes, NodeNames or full Node
 objects) before timing starts; a call's time is from sending the request to reading the last byte of the answer
 on loopback (an upper bound of server time), and the verb's own time comes from its spooled record.
 
@@ -33,7 +33,7 @@ import msgspec
 from benchmarks.common import migrate, p50, percentile, recreate_database
 from benchmarks.load.client import Bodies, Connection, Run, Scheduler
 from benchmarks.load.servers import server_env, start_server
-from scheduler_core.simulator import make_cluster
+from scheduler_core.cli.simulator import make_cluster
 
 # --- latency --------------------------------------------------------------------------------------------------
 
@@ -42,7 +42,7 @@ def _spooled_durations(spool_dir: Path) -> dict[tuple[str, str], list[float]]:
     """The verbs' own time (``duration_ms`` of each spooled record), by (verb, node mode)."""
     import sqlite3
 
-    from scheduler_core.spool_codec import decode_event
+    from scheduler_core.extender.record.spool_codec import decode_event
 
     out: dict[tuple[str, str], list[float]] = {}
     conn = sqlite3.connect(spool_dir / "spool.sqlite3")

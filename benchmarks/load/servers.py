@@ -16,7 +16,7 @@ import msgspec
 
 from benchmarks.common import REPO
 from benchmarks.load.client import JSON_HEADERS
-from scheduler_core.simulator import SyntheticCluster
+from scheduler_core.cli.simulator import SyntheticCluster
 
 
 def start_server(workdir: Path, cluster: SyntheticCluster, *, database_url: str, ingest: bool, floor: bool = False):

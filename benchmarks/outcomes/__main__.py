@@ -48,13 +48,13 @@ from dashboard.ingest.cycles import cycles_ingest_events
 from dashboard.outcomes import services
 from dashboard.outcomes.models import BalanceSample, PlacementOutcome
 from dashboard.outcomes.sources import outcome_source
-from scheduler_core.binding import SimulatedBinder
-from scheduler_core.cluster import StaticCluster
-from scheduler_core.profiles import load_profiles
-from scheduler_core.simulator import make_cluster
+from scheduler_core.cli.simulator import make_cluster
+from scheduler_core.extender.protocol.binding import SimulatedBinder
+from scheduler_core.extender.protocol.cluster import StaticCluster
+from scheduler_core.extender.scoring.profiles import load_profiles
+from scheduler_core.extender.verbs import Extender
 from scheduler_core.traffic import TrafficSnapshot
 from scheduler_core.traffic.store import TrafficStore
-from scheduler_core.verbs import Extender
 from tests.support.prometheus_data import counter_samples
 from tests.support.prometheus_server import Series, start_prometheus
 

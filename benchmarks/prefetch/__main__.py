@@ -52,14 +52,14 @@ from dashboard.traffic.clients import keys, verb_client, worker_client
 from dashboard.traffic.services import traffic_refresh
 from dashboard.traffic.snapshots import encode_snapshot
 from dashboard.traffic.view import RedisTrafficView
-from scheduler_core.binding import SimulatedBinder
-from scheduler_core.cluster import StaticCluster
-from scheduler_core.profiles import load_profiles
-from scheduler_core.simulator import make_cluster, make_pod
+from scheduler_core.cli.simulator import make_cluster, make_pod
+from scheduler_core.extender.protocol.binding import SimulatedBinder
+from scheduler_core.extender.protocol.cluster import StaticCluster
+from scheduler_core.extender.scoring.profiles import load_profiles
+from scheduler_core.extender.verbs import Extender
 from scheduler_core.traffic import TrafficQuery
 from scheduler_core.traffic.prometheus import PrometheusTrafficSource
 from scheduler_core.traffic.store import TrafficStore
-from scheduler_core.verbs import Extender
 from tests.support.prometheus_server import Series, start_prometheus
 
 PROFILES = (REPO / "deploy" / "profiles.demo.yaml").read_text()

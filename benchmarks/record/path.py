@@ -86,15 +86,15 @@ def templates(
 
     from benchmarks.cost.driver import Candidates
     from dashboard.traffic.view import LocalInputs
-    from scheduler_core.binding import SimulatedBinder
-    from scheduler_core.cluster import StaticCluster
-    from scheduler_core.herd import InMemoryBindLog
-    from scheduler_core.profiles import load_profiles
-    from scheduler_core.simulator import make_cluster, make_pod
-    from scheduler_core.spool_codec import encode_event
+    from scheduler_core.cli.simulator import make_cluster, make_pod
+    from scheduler_core.extender.protocol.binding import SimulatedBinder
+    from scheduler_core.extender.protocol.cluster import StaticCluster
+    from scheduler_core.extender.record.spool_codec import encode_event
+    from scheduler_core.extender.scoring.herd import InMemoryBindLog
+    from scheduler_core.extender.scoring.profiles import load_profiles
+    from scheduler_core.extender.verbs import Extender
     from scheduler_core.traffic.store import TrafficStore
     from scheduler_core.traffic.synthetic import SyntheticTrafficSource
-    from scheduler_core.verbs import Extender
 
     deriving = settings.SCHEDLENS_SPOOL_FORM == "deriving"  # the spool form the verbs are set to write
 
@@ -152,7 +152,7 @@ def backlog(
     from django.conf import settings
 
     from dashboard.spool import Spool
-    from scheduler_core.spool_codec import decode_event, encode_event
+    from scheduler_core.extender.record.spool_codec import decode_event, encode_event
 
     deriving = settings.SCHEDLENS_SPOOL_FORM == "deriving"
 

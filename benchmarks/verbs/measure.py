@@ -26,14 +26,14 @@ from benchmarks.common import REPO, machine, now, percentile
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 from dashboard.spool import Spool
-from scheduler_core.binding import SimulatedBinder
-from scheduler_core.cluster import StaticCluster
-from scheduler_core.profiles import load_profiles
-from scheduler_core.simulator import ExtenderClient, SyntheticCluster, make_cluster, make_pod
-from scheduler_core.spool_codec import encode_event
+from scheduler_core.cli.simulator import ExtenderClient, SyntheticCluster, make_cluster, make_pod
+from scheduler_core.extender.protocol.binding import SimulatedBinder
+from scheduler_core.extender.protocol.cluster import StaticCluster
+from scheduler_core.extender.record.spool_codec import encode_event
+from scheduler_core.extender.scoring.profiles import load_profiles
+from scheduler_core.extender.verbs import Extender
 from scheduler_core.traffic.store import TrafficStore
 from scheduler_core.traffic.synthetic import SyntheticTrafficSource
-from scheduler_core.verbs import Extender
 
 PROFILES = (REPO / "deploy" / "profiles.demo.yaml").read_text()
 

@@ -19,7 +19,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 from benchmarks.verbs.measure import bodies, demo_extender
 from dashboard.spool import Spool
-from scheduler_core.spool_codec import encode_event
+from scheduler_core.extender.record.spool_codec import encode_event
 
 WARM_UP = 10
 

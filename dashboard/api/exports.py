@@ -24,11 +24,11 @@ from django.db.models import Prefetch, QuerySet
 from dashboard.models import SchedulingCycle, VerbCall
 from dashboard.selectors.cycles import CallRead, CycleRead, cycle_read
 from dashboard.storage.call_record import record_builtins
-from scheduler_core.explain import Explanation, NodeExplanation, ScoreTerm
-from scheduler_core.figures import ImageFigures, ResourceFigures, TrafficFigures
-from scheduler_core.plugins.image_locality import ImageLocality
-from scheduler_core.plugins.node_resources import NodeResourceFitByCR
-from scheduler_core.plugins.traffic import NetworkTraffic
+from scheduler_core.explanation.explain import Explanation, NodeExplanation, ScoreTerm
+from scheduler_core.explanation.figures import ImageFigures, ResourceFigures, TrafficFigures
+from scheduler_core.extender.scoring.plugins.image_locality import ImageLocality
+from scheduler_core.extender.scoring.plugins.node_resources import NodeResourceFitByCR
+from scheduler_core.extender.scoring.plugins.traffic import NetworkTraffic
 
 FIELDS = (
     "id",

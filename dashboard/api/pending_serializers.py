@@ -11,7 +11,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from scheduler_core.pending import name_problem
+from scheduler_core.explanation.pending import name_problem
 
 
 class UnixTimeField(serializers.DateTimeField):

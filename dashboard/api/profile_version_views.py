@@ -18,7 +18,7 @@ from dashboard.selectors.profile_versions import (
     profile_version_first_served,
 )
 from dashboard.selectors.profiles import redact
-from scheduler_core.profile_changes import ChangeKind, ChangeLine
+from scheduler_core.extender.scoring.profile_changes import ChangeKind, ChangeLine
 
 
 class ChangeSerializer(serializers.Serializer[Any]):

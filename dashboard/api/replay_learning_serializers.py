@@ -8,8 +8,8 @@ from typing import Any
 import msgspec
 from rest_framework import serializers
 
+from scheduler_core.extender.scoring.workload_traffic import AssumedBytes
 from scheduler_core.history_replay.report import LearningComparison
-from scheduler_core.workload_traffic import AssumedBytes
 
 
 class _Count(serializers.Serializer[Any]):

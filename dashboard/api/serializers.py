@@ -18,10 +18,10 @@ from dashboard.selectors.nodes import node_reasons
 from dashboard.storage.call_record import record_builtins
 from dashboard.traffic.models import TrafficRefresh
 
-# --- explanation (mirrors scheduler_core.explain) ---------------------------------------------------
+# --- explanation (mirrors scheduler_core.explanation.explain) ---------------------------------------------------
 
 
-# An output shape of a plain object (``scheduler_core.explain``'s dataclasses): each field is its attribute.
+# An output shape of a plain object (``scheduler_core.explanation.explain``'s dataclasses): each field is its attribute.
 # DRF's ``Serializer.to_representation`` looks every field of every object up through ``Field.get_attribute``,
 # which also serves dotted sources, callables and mappings: generality an explanation pays for again on each of the
 # dozen figures of each of hundreds of nodes and terms. Each value still goes through its field's own

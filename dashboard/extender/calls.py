@@ -32,10 +32,10 @@ from django.conf import settings
 from dashboard.extender import metrics
 from dashboard.runtime import get_runtime
 from dashboard.spool import SPOOL_APPEND_FAILURES
-from scheduler_core import wire
-from scheduler_core.record import PRIORITIZE, VERBS
-from scheduler_core.spool_codec import encode_event
-from scheduler_core.verbs import VerbResult
+from scheduler_core.extender.protocol import wire
+from scheduler_core.extender.record.spool_codec import encode_event
+from scheduler_core.extender.record.structs import PRIORITIZE, VERBS
+from scheduler_core.extender.verbs import VerbResult
 
 log = logging.getLogger(__name__)
 

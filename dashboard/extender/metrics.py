@@ -12,8 +12,8 @@ import os
 
 from prometheus_client import Counter, Histogram
 
-from scheduler_core.answer import preference_tied
-from scheduler_core.record import PrioritizeRecord
+from scheduler_core.extender.record.structs import PrioritizeRecord
+from scheduler_core.extender.scoring.answer import preference_tied
 
 if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     # Any process importing the URLconf (checks, management commands) creates these metrics' files.

@@ -22,7 +22,7 @@ from dashboard.ingest.new_calls import NewCall
 from dashboard.ingest.record_writes import NodeElements, ReasonElements, tallies_upsert
 from dashboard.models import REASON_LIMIT, REASON_PLUGIN_LIMIT
 from dashboard.services.node_tallies import NodeCounts, Reasons, count_reasons, reason_key, tallies_add
-from scheduler_core.record import BIND, FILTER
+from scheduler_core.extender.record.structs import BIND, FILTER
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

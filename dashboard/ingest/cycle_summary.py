@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from dashboard.ingest.new_calls import Summary
 from dashboard.models import NodeMode, Outcome, SchedulingCycle
-from scheduler_core.record import BIND, FILTER, PREEMPT, PRIORITIZE, VERBS
+from scheduler_core.extender.record.structs import BIND, FILTER, PREEMPT, PRIORITIZE, VERBS
 
 SUMMARY_FIELDS = [
     "pod_namespace",

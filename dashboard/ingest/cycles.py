@@ -45,8 +45,17 @@ from dashboard.services.node_tallies import placed_node
 from dashboard.storage.call_body import FilterReference, filter_reference
 from dashboard.storage.call_body_read import body_read
 from dashboard.storage.call_record import call_read
-from scheduler_core.record import BIND, FILTER, PREEMPT, PRIORITIZE, CallRecord, CycleRecords, FilterRecord, VerbEvent
-from scheduler_core.spool_codec import decode_event
+from scheduler_core.extender.record.spool_codec import decode_event
+from scheduler_core.extender.record.structs import (
+    BIND,
+    FILTER,
+    PREEMPT,
+    PRIORITIZE,
+    CallRecord,
+    CycleRecords,
+    FilterRecord,
+    VerbEvent,
+)
 
 log = logging.getLogger(__name__)
 

@@ -40,9 +40,9 @@ from dashboard.storage.call_body import (
 from dashboard.storage.call_record import record_builtins
 from dashboard.storage.packed_json import pack
 from dashboard.storage.shared_parts import SharedPartBytes
-from scheduler_core.answer import preference_tied
-from scheduler_core.lru import LRU
-from scheduler_core.record import (
+from scheduler_core.extender.lru import LRU
+from scheduler_core.extender.record.spool_codec import answer_of, decode_event
+from scheduler_core.extender.record.structs import (
     BIND,
     FILTER,
     PRIORITIZE,
@@ -52,7 +52,7 @@ from scheduler_core.record import (
     PrioritizeRecord,
     VerbEvent,
 )
-from scheduler_core.spool_codec import answer_of, decode_event
+from scheduler_core.extender.scoring.answer import preference_tied
 
 
 def when(seconds: float) -> datetime:

@@ -23,8 +23,8 @@ from typing import Any
 import msgspec
 
 from dashboard.storage.identity_cache import IdentityCache
-from scheduler_core.record import VerbEvent
-from scheduler_core.spool_codec import SPOOL_BINARY_FORMS, SPOOL_DERIVING, answer_of
+from scheduler_core.extender.record.spool_codec import SPOOL_BINARY_FORMS, SPOOL_DERIVING, answer_of
+from scheduler_core.extender.record.structs import VerbEvent
 
 NUL = "\x00"
 NUL_SHOWN = "\u2400"

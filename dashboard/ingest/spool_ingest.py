@@ -26,8 +26,8 @@ from dashboard.ingest.sanitize import sanitize_for_postgres
 from dashboard.ingest.spool_read_ahead import SpoolReadAhead
 from dashboard.services.profile_versions import profile_versions_store
 from dashboard.spool import Spool, SpoolRow
-from scheduler_core.record import PRIORITIZE, VerbEvent
-from scheduler_core.spool_codec import decode_event
+from scheduler_core.extender.record.spool_codec import decode_event
+from scheduler_core.extender.record.structs import PRIORITIZE, VerbEvent
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,6 @@
 """``SchedulingCycle.answer_tie``: rounding to kube-scheduler's 0..10 scale erased our preference (our highest-scored
-node answered the same as a lower-scored one; ``scheduler_core.answer.preference_tied``), set by the ingester.
+node answered the same as a lower-scored one; ``scheduler_core.extender.scoring.answer.preference_tied``), set by the
+ingester.
 
 Cycles recorded before are left False: re-deriving the flag would decode every stored prioritize body. The column
 keeps its database default so that a replica still running the previous code can insert cycles during a rolling
@@ -24,7 +25,8 @@ class Migration(migrations.Migration):
                 default=False,
                 help_text=(
                     "Rounding to kube-scheduler's 0..10 scale erased our preference: our highest-scored node was "
-                    "answered the same as a node that scored strictly less (scheduler_core.answer.preference_tied)."
+                    "answered the same as a node that scored strictly less "
+                    "(scheduler_core.extender.scoring.answer.preference_tied)."
                 ),
             ),
         ),

@@ -12,7 +12,7 @@ import threading
 import redis
 
 from dashboard.traffic.clients import keys, worker_client
-from scheduler_core.workload_traffic import LearnedTrafficStore, decode_learned
+from scheduler_core.extender.scoring.workload_traffic import LearnedTrafficStore, decode_learned
 
 log = logging.getLogger(__name__)
 

@@ -1,10 +1,11 @@
 """Traffic learned per workload from the placement outcomes, published where the verbs read it (issue 32, item 3).
 
 The outcome job (:func:`dashboard.outcomes.services.outcomes_refresh`) learns after each run, from the measured
-outcomes of the lookback (``scheduler_core.workload_traffic``: a decayed p90 of each workload's pods' rates after
-their warm-up), and publishes the table to Redis. Each serving process reads it back in a thread of its own
-(``dashboard.outcomes.learned_table``) into the :class:`~scheduler_core.workload_traffic.LearnedTrafficStore` its verbs
-read: no verb ever waits on the database, Prometheus or this Redis key.
+outcomes of the lookback (``scheduler_core.extender.scoring.workload_traffic``: a decayed p90 of each workload's pods'
+rates after their warm-up), and publishes the table to Redis. Each serving process reads it back in a thread of its own
+(``dashboard.outcomes.learned_table``) into the
+:class:`~scheduler_core.extender.scoring.workload_traffic.LearnedTrafficStore` its verbs read: no verb ever waits on the
+database, Prometheus or this Redis key.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dashboard.outcomes.codec import windows_decode
 from dashboard.outcomes.learned_table import PROCESS_LEARNED, learned_key
 from dashboard.outcomes.models import OutcomeStatus, PlacementOutcome
 from dashboard.traffic.clients import worker_client
-from scheduler_core.workload_traffic import (
+from scheduler_core.extender.scoring.workload_traffic import (
     LOOKBACK_DAYS,
     LearnedTraffic,
     PodSample,

@@ -25,6 +25,7 @@ from dashboard.outcomes.sources import outcome_source
 from dashboard.selectors.cycles import cycle_list_with_calls, cycle_read
 from dashboard.selectors.profiles import profile_configuration
 from dashboard.traffic.sources import prometheus_address
+from scheduler_core.extender.scoring.plugins.traffic import NetworkTrafficArgs
 from scheduler_core.outcomes.arithmetic import (
     Estimate,
     WindowOutcome,
@@ -35,7 +36,6 @@ from scheduler_core.outcomes.arithmetic import (
     stayed_quietest,
 )
 from scheduler_core.outcomes.sources import NodeAsk, OutcomeSource, PodAsk, Readings
-from scheduler_core.plugins.traffic import NetworkTrafficArgs
 from scheduler_core.traffic import TrafficQuery, TrafficSourceError
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from dashboard.placements.pump import PlacementPump
 from dashboard.selectors.profiles import profile_configuration
 from dashboard.traffic.services import herd_record_bind
 from dashboard.traffic.view import herd_horizon
-from scheduler_core.placement_watch import BindRecorder, HerdSink, Observation, Sink, fan_out
+from scheduler_core.kube.placement_watch import BindRecorder, HerdSink, Observation, Sink, fan_out
 
 log = logging.getLogger(__name__)
 

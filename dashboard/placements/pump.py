@@ -19,7 +19,7 @@ from django.db import DatabaseError, close_old_connections
 
 from dashboard.placements.pending_events import pending_events_emit
 from dashboard.placements.services import placements_reconcile, placements_record, placements_waiting_sync
-from scheduler_core.placement_watch import Observation, WaitingPod
+from scheduler_core.kube.placement_watch import Observation, WaitingPod
 
 
 class WaitingSource(Protocol):

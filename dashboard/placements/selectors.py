@@ -1,4 +1,4 @@
-"""Reads of the live pending list: the waiting pods with both halves of why (``scheduler_core.pending``).
+"""Reads of the live pending list: the waiting pods with both halves of why (``scheduler_core.explanation.pending``).
 
 The pods are the placement watcher's (``WaitingPod``, kept equal to its pod informer's unbound pods); their
 attempts are the cycles recorded since the pod was created and the FailedScheduling Events the watcher recorded.
@@ -17,8 +17,8 @@ from django.utils import timezone
 from dashboard.models import SchedulingCycle, VerbCall
 from dashboard.placements.models import ObservationKind, PlacementObservation, WaitingPod
 from dashboard.selectors.cycles import call_reads
-from scheduler_core.pending import CycleAttempt, FailedEvent, PendingView, pair_attempts, pending_view
-from scheduler_core.record import FILTER
+from scheduler_core.explanation.pending import CycleAttempt, FailedEvent, PendingView, pair_attempts, pending_view
+from scheduler_core.extender.record.structs import FILTER
 
 LIST_LIMIT = 500
 """Pods listed at most (the longest waiting first): a page and a scrape stay bounded in a pod storm."""

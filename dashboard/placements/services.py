@@ -25,7 +25,7 @@ from dashboard.ingest.observed_binds import claim_explanation
 from dashboard.models import Outcome, SchedulingCycle
 from dashboard.placements.models import ObservationKind, PlacementObservation, WaitingPod
 from dashboard.services.node_tallies import tally_placement
-from scheduler_core.placement_watch import WaitingPod as WatchedPod
+from scheduler_core.kube.placement_watch import WaitingPod as WatchedPod
 
 log = logging.getLogger(__name__)
 

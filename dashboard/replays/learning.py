@@ -16,6 +16,16 @@ from django.db.models import Q
 from dashboard.models import Outcome, SchedulingCycle
 from dashboard.outcomes.codec import windows_decode
 from dashboard.outcomes.models import OutcomeStatus, PlacementOutcome
+from scheduler_core.extender.scoring.plugins.traffic import NetworkTraffic, NetworkTrafficArgs
+from scheduler_core.extender.scoring.traffic_terms import window_seconds
+from scheduler_core.extender.scoring.workload_traffic import (
+    LOOKBACK_DAYS,
+    AssumedBytes,
+    PodSample,
+    WorkloadKey,
+    rate_after_warmup,
+    workload_of,
+)
 from scheduler_core.history_replay.learning import (
     LEARNING_FIGURES,
     Assumptions,
@@ -27,17 +37,7 @@ from scheduler_core.history_replay.learning import (
     with_herd,
 )
 from scheduler_core.history_replay.report import CONSTANT, LEARNED
-from scheduler_core.plugins.traffic import NetworkTraffic, NetworkTrafficArgs
-from scheduler_core.replay import RecordedInputs
-from scheduler_core.traffic_terms import window_seconds
-from scheduler_core.workload_traffic import (
-    LOOKBACK_DAYS,
-    AssumedBytes,
-    PodSample,
-    WorkloadKey,
-    rate_after_warmup,
-    workload_of,
-)
+from scheduler_core.history_replay.what_if import RecordedInputs
 
 OWN_BIND_WITHIN = timedelta(minutes=10)
 """How long after its cycle started a pod's bind is looked for."""
@@ -82,7 +82,8 @@ _OUTCOME_FIELDS = (
     "windows",
 )
 _OWNED_BY_NAME = ("ReplicaSet", "Job")
-"""Owners whose name is their workload's and a suffix (``scheduler_core.workload_traffic.workload_of``)."""
+"""Owners whose name is their workload's and a suffix
+(``scheduler_core.extender.scoring.workload_traffic.workload_of``)."""
 
 
 def _of_workloads(keys: set[WorkloadKey]) -> Q:

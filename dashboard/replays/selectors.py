@@ -21,9 +21,9 @@ from dashboard.filters import CycleFilterSet
 from dashboard.models import SchedulingCycle, VerbCall, shared_part_data
 from dashboard.replays.models import HistoryReplay
 from dashboard.storage.replay_inputs import Call, CycleReader, RecordedCycleRow
+from scheduler_core.extender.record.structs import FILTER, PRIORITIZE
 from scheduler_core.history_replay.recorded_cycles import RecordedCycle
 from scheduler_core.history_replay.report import HistoryReplayReport
-from scheduler_core.record import FILTER, PRIORITIZE
 
 DEFAULT_LAST = 1000
 """Cycles replayed when the selection names neither a time range nor ``last``."""

@@ -7,7 +7,8 @@ call these and nothing else that writes a replay's row:
 - :func:`history_replay_start` validates and creates the row (status ``queued``) and, once the transaction
   commits, hands it to the configured runner (``SCHEDLENS_REPLAY_RUNNER``). Bad input raises
   :class:`ReplayRequestInvalid`, whose ``errors`` name the field (``candidate_yaml``'s message names the profile,
-  the plugin and the field, as ``scheduler_core.profiles`` words it): a 400 or a form error, never a 500.
+  the plugin and the field, as ``scheduler_core.extender.scoring.profiles`` words it): a 400 or a form error, never a
+  500.
 - :func:`history_replay_run` replays the selected cycles in chunks of ``SCHEDLENS_REPLAY_CHUNK_CYCLES``, writing
   ``progress_done``/``progress_total`` after each, and the report
   (``scheduler_core.history_replay.report_builder``) at the end.
@@ -43,10 +44,10 @@ from dashboard.selectors.profile_versions import (
 )
 from dashboard.selectors.profiles import profile_configuration
 from dashboard.storage.replay_inputs import CycleReader
+from scheduler_core.extender.scoring.profiles import Profile, ProfileError, load_profiles
 from scheduler_core.history_replay.report import CONSTANT, LEARNED, CandidateDescription, HistoryReplayReport
 from scheduler_core.history_replay.report_builder import ReportBuilder
 from scheduler_core.history_replay.scenarios import candidate_description
-from scheduler_core.profiles import Profile, ProfileError, load_profiles
 
 logger = logging.getLogger(__name__)
 

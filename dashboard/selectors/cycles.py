@@ -3,8 +3,8 @@
 The history pages (keyset pages ordered by the ``cycle_newest`` index (-started_at, -id): "the next ``limit`` rows
 before this (started_at, id)", which PostgreSQL answers with an index range scan at any depth), and one place for
 what every reader must agree on: which calls a cycle has, in which order, and how a cycle is explained
-(the same ``scheduler_core.explain`` with the same traffic window and staleness limit, :func:`cycle_traffic_terms`,
-everywhere a person reads an explanation).
+(the same ``scheduler_core.explanation.explain`` with the same traffic window and staleness limit,
+:func:`cycle_traffic_terms`, everywhere a person reads an explanation).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from django.utils import timezone
 from dashboard.models import SchedulingCycle, VerbCall, shared_part_data
 from dashboard.selectors.profile_versions import cycle_profile_version
 from dashboard.storage.call_record import call_read
-from scheduler_core.explain import Explanation, explain, explain_summary
-from scheduler_core.recompute import Mismatch, recompute_explanation
-from scheduler_core.record import BIND, FILTER, PRIORITIZE, CallRecord, CycleRecords, FilterRecord
-from scheduler_core.traffic_terms import TrafficTerms, terms_of
+from scheduler_core.explanation.explain import Explanation, explain, explain_summary
+from scheduler_core.explanation.recompute import Mismatch, recompute_explanation
+from scheduler_core.extender.record.structs import BIND, FILTER, PRIORITIZE, CallRecord, CycleRecords, FilterRecord
+from scheduler_core.extender.scoring.traffic_terms import TrafficTerms, terms_of
 
 
 def cycle_list() -> QuerySet[SchedulingCycle]:

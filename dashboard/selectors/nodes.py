@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from dashboard.models import NodeReasonTally, NodeTally, SchedulingCycle
 from dashboard.selectors.cycles import call_filter_record, call_list_recent
-from scheduler_core.record import FILTER
+from scheduler_core.extender.record.structs import FILTER
 
 REFRESH_HISTORY = timedelta(hours=6)
 """How far back the chart reads the refresh snapshots."""

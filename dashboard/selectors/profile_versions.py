@@ -1,10 +1,10 @@
 """The stored profile versions, read one way: what a cycle was decided by (:func:`cycle_profile_version`), every
 version's normalized form (:func:`profile_version_descriptions`, the history replays' baselines), and each profile's
 versions with what changed between consecutive ones (:func:`profile_version_history`, the profiles page and API:
-read as an operator says it, ``scheduler_core.profile_changes``, and leaf by leaf in JSON).
+read as an operator says it, ``scheduler_core.extender.scoring.profile_changes``, and leaf by leaf in JSON).
 
 A cycle is interpreted by the version it recorded, never by the profiles file the reading process has now; a cycle
-recorded before versions were kept says so (``scheduler_core.traffic_terms.NOT_VERSIONED``).
+recorded before versions were kept says so (``scheduler_core.extender.scoring.traffic_terms.NOT_VERSIONED``).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from django.db.models import Count, Max, Min
 
 from dashboard.models import ProfileVersion, SchedulingCycle
 from dashboard.selectors.profiles import redact
-from scheduler_core.lru import LRU
-from scheduler_core.profile_changes import ChangeLine, version_change_lines
-from scheduler_core.profile_versions import Change, version_changes
-from scheduler_core.traffic_terms import NOT_VERSIONED
+from scheduler_core.extender.lru import LRU
+from scheduler_core.extender.scoring.profile_changes import ChangeLine, version_change_lines
+from scheduler_core.extender.scoring.profile_versions import Change, version_changes
+from scheduler_core.extender.scoring.traffic_terms import NOT_VERSIONED
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from django.conf import settings
 
 from dashboard.runtime import configured_profiles
-from scheduler_core.profiles import Profile, ProfileError
+from scheduler_core.extender.scoring.profiles import Profile, ProfileError
 
 REDACTED = "***"
 _SECRET_KEY = re.compile(r"pass(word|wd)?|secret|token|credential|api[-_]?key|auth|bearer|private|cookie", re.I)

@@ -39,7 +39,7 @@ from dashboard.models import (
 )
 from dashboard.storage.call_body_read import body_read
 from dashboard.storage.call_record import record_from_json
-from scheduler_core.record import BIND, FILTER, CallRecord
+from scheduler_core.extender.record.structs import BIND, FILTER, CallRecord
 
 Reasons = dict[tuple[str, str], int]
 """(plugin, reason) → how many filter calls failed a node for it (a plain dict: a batch makes one per failed node)."""

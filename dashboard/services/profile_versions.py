@@ -14,7 +14,7 @@ from django.db import transaction
 
 from dashboard.models import ProfileVersion
 from dashboard.spool import Spool
-from scheduler_core.profile_versions import ProfileVersionNote, decode_note
+from scheduler_core.extender.scoring.profile_versions import ProfileVersionNote, decode_note
 
 
 def profile_versions_store(*, spool: Spool) -> int:

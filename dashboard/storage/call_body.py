@@ -51,15 +51,15 @@ from dashboard.storage.shared_parts import (
     SharedPartBytes,
     shared_part_encode,
 )
-from scheduler_core.compression import compressor
-from scheduler_core.record import (
+from scheduler_core.extender.protocol.wire import encode_host_priorities
+from scheduler_core.extender.record.compression import compressor
+from scheduler_core.extender.record.spool_codec import SPOOL_DERIVING
+from scheduler_core.extender.record.structs import (
     FilterRecord,
     PluginScores,
     PrioritizeRecord,
     VerbEvent,
 )
-from scheduler_core.spool_codec import SPOOL_DERIVING
-from scheduler_core.wire import encode_host_priorities
 
 BODY_FORMAT = 2
 """The first byte of every body written now; a later format gets another number and this module keeps reading the

@@ -35,10 +35,17 @@ from dashboard.storage.columns import (
     from_prediction,
 )
 from dashboard.storage.shared_parts import SharedFilterPart, SharedPartLookup, shared_part_decode
-from scheduler_core.compression import compressor, decompressor
-from scheduler_core.record import CallRecord, FilterRecord, NodeMode, PreemptRecord, PrioritizeRecord, VerbEvent
-from scheduler_core.record_formulas import inverse_share, weighted_mean
-from scheduler_core.spool_codec import SPOOL_DERIVING, answer_of, decode_event
+from scheduler_core.extender.record.compression import compressor, decompressor
+from scheduler_core.extender.record.formulas import inverse_share, weighted_mean
+from scheduler_core.extender.record.spool_codec import SPOOL_DERIVING, answer_of, decode_event
+from scheduler_core.extender.record.structs import (
+    CallRecord,
+    FilterRecord,
+    NodeMode,
+    PreemptRecord,
+    PrioritizeRecord,
+    VerbEvent,
+)
 
 _json = msgspec.json.Encoder()
 _body_encoder = msgspec.msgpack.Encoder()

@@ -1,5 +1,6 @@
-"""A stored call's record and answer as readers take them: :class:`scheduler_core.record.CallRecord`, decoded once
-from a body (``call_body``) or from the JSON columns (calls stored without one), and the JSON the API serves of it.
+"""A stored call's record and answer as readers take them: :class:`scheduler_core.extender.record.structs.CallRecord`,
+decoded once from a body (``call_body``) or from the JSON columns (calls stored without one), and the JSON the API
+serves of it.
 
 The only place besides the codecs that reads a record by key: the JSON column holds the dict the ingester wrote
 (``dashboard.ingest.new_calls.record_of``).
@@ -14,7 +15,7 @@ import msgspec
 from dashboard.storage.call_body_read import FilterRecordLookup, body_read, node_mode_of
 from dashboard.storage.shared_parts import SharedPartLookup
 from scheduler_core.decode_errors import document_refusal
-from scheduler_core.record import (
+from scheduler_core.extender.record.structs import (
     BIND,
     FILTER,
     PREEMPT,

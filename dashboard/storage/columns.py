@@ -38,9 +38,9 @@ import msgspec
 import numpy as np
 
 from dashboard.storage.identity_cache import IdentityCache
-from scheduler_core.engine import score_thresholds
-from scheduler_core.record import PluginScores, PrioritizeRecord
-from scheduler_core.record_formulas import float_array, inverse_share, on_grid, weighted_mean
+from scheduler_core.extender.record.formulas import float_array, inverse_share, on_grid, weighted_mean
+from scheduler_core.extender.record.structs import PluginScores, PrioritizeRecord
+from scheduler_core.extender.scoring.engine import score_thresholds
 
 
 class Column(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):

@@ -1,8 +1,8 @@
 """Values derived from objects the spool's reader shares, made once per object.
 
-The reader (``scheduler_core.spool_codec``) hands the same, never mutated, list or map for a per-node field it has
-seen before (a candidate list, a filter's outcome, one snapshot's traffic figures). What the ingester derives from
-such an object (its longest name, the passing positions, its stored column) is then worth keeping with it.
+The reader (``scheduler_core.extender.record.spool_codec``) hands the same, never mutated, list or map for a per-node
+field it has seen before (a candidate list, a filter's outcome, one snapshot's traffic figures). What the ingester
+derives from such an object (its longest name, the passing positions, its stored column) is then worth keeping with it.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from scheduler_core.lru import LRU
-from scheduler_core.plugins.base import SharedColumns, shared_column
+from scheduler_core.extender.lru import LRU
+from scheduler_core.extender.scoring.plugins.base import SharedColumns, shared_column
 
 V = TypeVar("V")
 

@@ -24,7 +24,7 @@ import msgspec
 import zstandard
 from django.db import models
 
-from scheduler_core.compression import compressor, decompressor
+from scheduler_core.extender.record.compression import compressor, decompressor
 
 PACK_KEY = "$zstd"
 MIN_PACKED_BYTES = 1024

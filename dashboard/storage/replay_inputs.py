@@ -47,7 +47,17 @@ from dashboard.storage.columns import (
     Column,
 )
 from dashboard.storage.shared_parts import SharedPartLookup, shared_part_decode
-from scheduler_core.compression import decompressor
+from scheduler_core.extender.lru import LRU
+from scheduler_core.extender.record.compression import decompressor
+from scheduler_core.extender.record.structs import (
+    FILTER,
+    NODE_CACHE,
+    PRIORITIZE,
+    CallRecord,
+    CycleRecords,
+    FilterRecord,
+)
+from scheduler_core.extender.scoring.plugins.traffic import NetworkTraffic
 from scheduler_core.history_replay.recorded_cycles import (
     CycleColumns,
     CycleShape,
@@ -56,9 +66,6 @@ from scheduler_core.history_replay.recorded_cycles import (
     byte_counts,
     recorded_cycle_from_records,
 )
-from scheduler_core.lru import LRU
-from scheduler_core.plugins.traffic import NetworkTraffic
-from scheduler_core.record import FILTER, NODE_CACHE, PRIORITIZE, CallRecord, CycleRecords, FilterRecord
 
 PARTS_KEPT = 64
 """Decoded shared parts a reader keeps (by digest): one per snapshot and kind of pod in the stretch replayed."""

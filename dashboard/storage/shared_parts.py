@@ -21,7 +21,7 @@ from typing import NamedTuple
 import msgspec
 
 from dashboard.storage.columns import Column
-from scheduler_core.compression import compressor, decompressor
+from scheduler_core.extender.record.compression import compressor, decompressor
 
 
 class SharedFilterPart(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):

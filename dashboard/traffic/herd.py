@@ -2,8 +2,8 @@
 
 Every bind is appended to a Redis stream (``XADD``: node, pod, time; the pod's own assumed bytes and its
 ``namespace/name`` when known). Each process keeps a mirror of the last
-``horizon`` seconds (:class:`scheduler_core.herd.InMemoryBindLog`) and reads only the entries appended since its
-last read (``XRANGE`` from that entry's id, exclusive), in the same pipeline as its snapshots. At a busy
+``horizon`` seconds (:class:`scheduler_core.extender.scoring.herd.InMemoryBindLog`) and reads only the entries appended
+since its last read (``XRANGE`` from that entry's id, exclusive), in the same pipeline as its snapshots. At a busy
 scheduler's rate a horizon holds thousands of binds, too many to read on every call; the few new ones are cheap
 to read. Stream ids are assigned by Redis in
 order, so a bind appended late (a placement watcher, another replica's clock) is never skipped.
@@ -23,7 +23,7 @@ from typing import Any
 import redis
 
 from dashboard.traffic.snapshots import as_text
-from scheduler_core.herd import InMemoryBindLog, RecentBinds
+from scheduler_core.extender.scoring.herd import InMemoryBindLog, RecentBinds
 
 SEPARATOR = "\x1f"
 """ASCII unit separator: cannot appear in a node name (a DNS subdomain) or a pod UID."""
@@ -35,7 +35,7 @@ FIRST_READ_SLACK_SECONDS = 60.0
 
 
 class RedisBindLog:
-    """A :class:`scheduler_core.herd.BindLog` in Redis; raises ``redis.RedisError`` when Redis does."""
+    """A :class:`scheduler_core.extender.scoring.herd.BindLog` in Redis; raises ``redis.RedisError`` when Redis does."""
 
     def __init__(self, client: redis.Redis, key: str, *, horizon_seconds: float, default_decay_seconds: float) -> None:
         self.client = client

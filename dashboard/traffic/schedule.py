@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dashboard.traffic.snapshots import query_key, query_to_dict
-from scheduler_core.profiles import Profile
+from scheduler_core.extender.scoring.profiles import Profile
 
 PREFETCH_TASK = "schedlens.prefetch_traffic"
 PRUNE_TASK = "schedlens.prune_traffic_refreshes"

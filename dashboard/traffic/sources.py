@@ -7,7 +7,7 @@ import functools
 
 from django.conf import settings
 
-from scheduler_core.cluster import FileCluster
+from scheduler_core.extender.protocol.cluster import FileCluster
 from scheduler_core.outcomes.sources import PodTrafficQuery
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot, TrafficSource, TrafficSourceError
 from scheduler_core.traffic.pods import PodReader

@@ -1,6 +1,6 @@
 """What the verbs read traffic and recent binds from: Redis (shared by replicas) or this process only.
 
-Both implement :class:`scheduler_core.verbs.CycleInputs`. :class:`RedisTrafficView` reads, once per verb call
+Both implement :class:`scheduler_core.extender.verbs.CycleInputs`. :class:`RedisTrafficView` reads, once per verb call
 and in ONE round trip (a non-transactional pipeline): an ``MGET`` of the snapshots of every query the profile
 uses, and the recent binds. It never makes a verb wait on Redis for long:
 
@@ -27,10 +27,14 @@ from dashboard.traffic.clients import keys, verb_client
 from dashboard.traffic.herd import RedisBindLog
 from dashboard.traffic.snapshots import Keys, decode_snapshot
 from dashboard.traffic.sources import traffic_source_for
-from scheduler_core.herd import InMemoryBindLog, RecentBinds
-from scheduler_core.plugins.base import TrafficView
-from scheduler_core.plugins.traffic import DEFAULT_MAX_STALENESS_SECONDS, NetworkTrafficArgs, TrafficArgs
-from scheduler_core.profiles import Profile
+from scheduler_core.extender.scoring.herd import InMemoryBindLog, RecentBinds
+from scheduler_core.extender.scoring.plugins.base import TrafficView
+from scheduler_core.extender.scoring.plugins.traffic import (
+    DEFAULT_MAX_STALENESS_SECONDS,
+    NetworkTrafficArgs,
+    TrafficArgs,
+)
+from scheduler_core.extender.scoring.profiles import Profile
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot, TrafficSource, TrafficSourceError
 
 log = logging.getLogger(__name__)
@@ -131,7 +135,7 @@ class InlineFallback:
 
 
 class RedisTrafficView:
-    """:class:`~scheduler_core.verbs.CycleInputs` backed by Redis snapshots and the shared bind log."""
+    """:class:`~scheduler_core.extender.verbs.CycleInputs` backed by Redis snapshots and the shared bind log."""
 
     def __init__(
         self,

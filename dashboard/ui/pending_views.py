@@ -13,7 +13,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from dashboard.placements.selectors import pending_list, pending_pod, pending_total
-from scheduler_core.pending import name_problem
+from scheduler_core.explanation.pending import name_problem
 
 POLL_SECONDS = 5
 

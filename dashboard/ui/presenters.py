@@ -13,12 +13,12 @@ from typing import Any
 
 from dashboard.models import Outcome, SchedulingCycle
 from dashboard.selectors.cycles import CallRead
-from scheduler_core.explain import Explanation, NodeExplanation, contribution, explain
-from scheduler_core.figures import TrafficFigures
-from scheduler_core.plugins.traffic import NetworkTraffic
-from scheduler_core.record import FILTER, PRIORITIZE, FilterRecord, PrioritizeRecord
-from scheduler_core.traffic_terms import TrafficTerms
-from scheduler_core.units import human_bytes
+from scheduler_core.explanation.explain import Explanation, NodeExplanation, contribution, explain
+from scheduler_core.explanation.figures import TrafficFigures
+from scheduler_core.extender.record.structs import FILTER, PRIORITIZE, FilterRecord, PrioritizeRecord
+from scheduler_core.extender.scoring.plugins.traffic import NetworkTraffic
+from scheduler_core.extender.scoring.traffic_terms import TrafficTerms
+from scheduler_core.extender.scoring.units import human_bytes
 
 CHART_NODES = 30
 
@@ -64,7 +64,7 @@ class Candidate:
     extender: int | None = None
     prioritized: bool = False
     explained: NodeExplanation | None = None
-    """The figures and arithmetic the explanation shows for this node (``scheduler_core.explain``)."""
+    """The figures and arithmetic the explanation shows for this node (``scheduler_core.explanation.explain``)."""
 
     @property
     def traffic(self) -> TrafficFigures | None:
@@ -128,7 +128,8 @@ class Decision:
 
     @property
     def stale(self) -> bool:
-        """The explanation's verdict (``scheduler_core.traffic_terms.staleness``), as the audit API gives it."""
+        """The explanation's verdict (``scheduler_core.extender.scoring.traffic_terms.staleness``), as the audit API
+        gives it."""
         return self.explanation.metric_stale is True
 
 
@@ -203,7 +204,8 @@ def build_decision(
                     if applicable and total_weight and value is not None
                     else None
                 )
-                # A plugin that did not apply says why once, in its note (scheduler_core.engine), as explain reads it.
+                # A plugin that did not apply says why once, in its note (scheduler_core.extender.scoring.engine), as
+                # explain reads it.
                 note = p.notes.get(name, "") or ("" if applicable else p.note)
                 candidate.terms.append(Term(p.name, p.weight, value, points, applicable, raw, note))
                 if p.name == NetworkTraffic.name and candidate.traffic_bytes is None:
@@ -259,7 +261,7 @@ def build_decision(
 
 
 # --- explanation ---------------------------------------------------------------------------------------
-# The plain-language summary itself is ``scheduler_core.explain`` (shared with the audit API); these are the
+# The plain-language summary itself is ``scheduler_core.explanation.explain`` (shared with the audit API); these are the
 # sentences the page adds around it: how fresh the traffic was (the explanation's verdict, with its figures), and what
 # an operator should do next.
 

@@ -1,5 +1,5 @@
 """The profiles page: each profile's recorded versions, what changed between consecutive ones (a line per change,
-``scheduler_core.profile_changes``), how many cycles each decided. A thin view over
+``scheduler_core.extender.scoring.profile_changes``), how many cycles each decided. A thin view over
 ``dashboard.selectors.profile_versions``."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET
 
 from dashboard.selectors.profile_versions import profile_version_history
 from dashboard.selectors.profiles import profile_configuration, redact
-from scheduler_core.profile_changes import in_reading_order
+from scheduler_core.extender.scoring.profile_changes import in_reading_order
 
 
 def _shown_yaml(text: str) -> str:

@@ -22,6 +22,7 @@ from django.urls import reverse
 
 from dashboard.replays.models import HistoryReplay
 from dashboard.replays.selectors import ReplaySelection
+from scheduler_core.extender.scoring.units import human_rate
 from scheduler_core.history_replay.report import (
     CandidateDescription,
     ChangedDecision,
@@ -31,7 +32,6 @@ from scheduler_core.history_replay.report import (
 )
 from scheduler_core.history_replay.report_text import candidate_text
 from scheduler_core.history_replay.scenarios import candidate_description
-from scheduler_core.units import human_rate
 
 CHART_NODES = 40
 """Nodes drawn in the placements chart (those with the most placements before or after); the table lists more."""

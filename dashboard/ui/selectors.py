@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from dashboard.runtime import running_runtime
 from dashboard.selectors.cycles import call_filter_record, call_list_recent
-from scheduler_core.record import FILTER, PRIORITIZE, VERBS, FilterRecord
+from scheduler_core.extender.record.structs import FILTER, PRIORITIZE, VERBS, FilterRecord
 
 # --- health --------------------------------------------------------------------------------------------
 

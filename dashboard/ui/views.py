@@ -41,7 +41,7 @@ from dashboard.ui import candidate_table, presenters, selectors
 from dashboard.ui.whatif import parse_what_if
 from scheduler_core.history_replay.report import CONSTANT, LEARNED
 from scheduler_core.history_replay.scenarios import recorded_scenario
-from scheduler_core.replay import RecordedInputs, compare, replay
+from scheduler_core.history_replay.what_if import RecordedInputs, compare, replay
 
 POLL_SECONDS = 5
 PROFILES_UNREADABLE = 503

@@ -1,9 +1,11 @@
 """The what-if form: a scenario from a configured profile, or from weights and a threshold the operator types,
 answered on the 0..10 scale the operator picks (``fixed`` or ``spread``; the cycle's own scale to begin with).
 
-The replay itself is :mod:`scheduler_core.replay`, and the scenario the form starts from (the cycle as recorded) is
+The replay itself is :mod:`scheduler_core.history_replay.what_if`, and the scenario the form starts from (the cycle as
+recorded) is
 :func:`scheduler_core.history_replay.scenarios.recorded_scenario`, the one a history replay uses; this module only
-turns GET parameters into a :class:`~scheduler_core.replay.Scenario` and says which field is wrong when one is.
+turns GET parameters into a :class:`~scheduler_core.history_replay.what_if.Scenario` and says which field is wrong when
+one is.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from typing import Any
 
 from django.http import QueryDict
 
-from scheduler_core.answer import ANSWER_SCALES
-from scheduler_core.plugins import FILTER_PLUGINS, SCORE_PLUGINS
-from scheduler_core.profiles import MAX_WEIGHT
-from scheduler_core.replay import Scenario, scenario_from_profile
-from scheduler_core.units import MB
+from scheduler_core.extender.scoring.answer import ANSWER_SCALES
+from scheduler_core.extender.scoring.plugins import FILTER_PLUGINS, SCORE_PLUGINS
+from scheduler_core.extender.scoring.profiles import MAX_WEIGHT
+from scheduler_core.extender.scoring.units import MB
+from scheduler_core.history_replay.what_if import Scenario, scenario_from_profile
 
 
 @dataclass(frozen=True, slots=True)

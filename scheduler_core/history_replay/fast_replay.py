@@ -1,9 +1,10 @@
 """The history replay, vectorized: many recorded cycles replayed at once, equal to replaying each one by one.
 
-:func:`scheduler_core.replay.replay` replays one cycle, node by node; a history replay runs it twice over thousands
-of cycles. :func:`replay_batch` gives the same verdicts, final scores (bit for bit), answers, preferred node and tie
-for cycles that share their shape (:func:`batch_key`), by the same floating-point operations per node, in numpy passes
-over all of them (``tests/scheduler_core/history_replay/test_fast_replay.py`` holds it to that). :func:`outcome_of` and
+:func:`scheduler_core.history_replay.what_if.replay` replays one cycle, node by node; a history replay runs it twice
+over thousands of cycles. :func:`replay_batch` gives the same verdicts, final scores (bit for bit), answers, preferred
+node and tie for cycles that share their shape (:func:`batch_key`), by the same floating-point operations per node, in
+numpy passes over all of them (``tests/scheduler_core/history_replay/test_fast_replay.py`` holds it to that).
+:func:`outcome_of` and
 :func:`batch_of` put what the one-by-one replay gave in the same form, for the cycles the arrays cannot hold.
 """
 
@@ -15,18 +16,19 @@ from typing import Any
 
 import numpy as np
 
+from scheduler_core.extender.protocol.wire import MAX_EXTENDER_PRIORITY as MAX_ANSWER
+from scheduler_core.extender.scoring.plugins.base import NEUTRAL_SCORE
+from scheduler_core.extender.scoring.plugins.traffic import NetworkTraffic, TrafficThreshold
+from scheduler_core.extender.scoring.units import human_rate
 from scheduler_core.history_replay.recorded_cycles import Bools, CycleColumns, CycleShape, Floats, Ints
-from scheduler_core.plugins.base import NEUTRAL_SCORE
-from scheduler_core.plugins.traffic import NetworkTraffic, TrafficThreshold
-from scheduler_core.replay import NOT_PRIORITIZED, ReplayResult, Scenario
-from scheduler_core.units import human_rate
-from scheduler_core.wire import MAX_EXTENDER_PRIORITY as MAX_ANSWER
+from scheduler_core.history_replay.what_if import NOT_PRIORITIZED, ReplayResult, Scenario
 
 
 def _traffic_arrays(columns: CycleColumns) -> tuple[Floats, Floats, bool, bool]:
-    """``(filter raws, score raws, usable, neutral)`` per candidate, as :func:`scheduler_core.replay.replay` reads
-    them: the threshold judges the filter's figure, else prioritize's; ``NetworkTraffic`` scores prioritize's, else
-    the filter's; neutral when no snapshot was usable or ``NetworkTraffic`` recorded no raw figures."""
+    """``(filter raws, score raws, usable, neutral)`` per candidate, as
+    :func:`scheduler_core.history_replay.what_if.replay` reads them: the threshold judges the filter's figure, else
+    prioritize's; ``NetworkTraffic`` scores prioritize's, else the filter's; neutral when no snapshot was usable or
+    ``NetworkTraffic`` recorded no raw figures."""
     shape = columns.shape
     fr = shape.filter_traffic
     if columns.raw_is_filter and fr is not None:
@@ -202,11 +204,12 @@ class Outcome:
 
 
 _EPSILON = 1e-9
-"""``scheduler_core.answer``'s: absorbs float noise at .5."""
+"""``scheduler_core.extender.scoring.answer``'s: absorbs float noise at .5."""
 
 
 def _answers(finals: Floats, scale: str) -> Ints:
-    """:func:`scheduler_core.answer.answers` (no forced positions) of each row, the same IEEE operations."""
+    """:func:`scheduler_core.extender.scoring.answer.answers` (no forced positions) of each row, the same IEEE
+    operations."""
     rows, width = finals.shape
     if width == 0:
         return np.zeros((rows, 0), dtype=np.int64)
@@ -223,7 +226,8 @@ def _answers(finals: Floats, scale: str) -> Ints:
 
 
 def _fixed_answer(values: Floats) -> Floats:
-    """:func:`scheduler_core.answer.answers` under ``fixed``, elementwise (the same IEEE operations)."""
+    """:func:`scheduler_core.extender.scoring.answer.answers` under ``fixed``, elementwise (the same IEEE
+    operations)."""
     return np.clip(np.floor(values / 10 + 0.5 + _EPSILON), 0, MAX_ANSWER)
 
 
@@ -244,7 +248,8 @@ def _stacked(cycles: Sequence[CycleColumns], place: int, stage: Stage, sent_coun
 
 
 def replay_batch(cycles: Sequence[CycleColumns], scenario: Scenario) -> BatchOutcome:
-    """:func:`scheduler_core.replay.replay` of cycles that share their shape, traffic figures and plugins (as
+    """:func:`scheduler_core.history_replay.what_if.replay` of cycles that share their shape, traffic figures and
+    plugins (as
     :func:`batch_key` groups them) under ``scenario``: the same verdicts, final scores, answers, preferred node and
     tie for each, by the same floating-point operations per node, in numpy passes over all of them at once."""
     first = cycles[0]
@@ -413,12 +418,13 @@ def batch_key(columns: CycleColumns) -> tuple[Any, ...]:
 
 
 def replay_columns(columns: CycleColumns, scenario: Scenario) -> Outcome:
-    """:func:`scheduler_core.replay.replay` of one cycle's columns (:func:`replay_batch` of one)."""
+    """:func:`scheduler_core.history_replay.what_if.replay` of one cycle's columns (:func:`replay_batch` of one)."""
     return replay_batch([columns], scenario).outcome(0)
 
 
 def outcome_of(result: ReplayResult) -> Outcome:
-    """:class:`Outcome` of what :func:`scheduler_core.replay.replay` gave (the slow path, and the tests' reference)."""
+    """:class:`Outcome` of what :func:`scheduler_core.history_replay.what_if.replay` gave (the slow path, and the tests'
+    reference)."""
     nodes = result.nodes
     passed = np.array([o.passed for o in nodes], dtype=bool)
     finals = np.array([np.nan if o.final is None else o.final for o in nodes], dtype=np.float64)

@@ -20,22 +20,8 @@ from datetime import datetime
 import msgspec
 import numpy as np
 
-from scheduler_core.history_replay.fast_replay import replay_batch
-from scheduler_core.history_replay.recorded_cycles import Floats, RecordedCycle
-from scheduler_core.history_replay.report import (
-    CONSTANT,
-    LEARNED,
-    Count,
-    ErrorSummary,
-    LearningComparison,
-    LearningCycle,
-    LearningSide,
-    NodeHerd,
-)
-from scheduler_core.outcomes.arithmetic import RELATIVE_ERROR_BUCKETS, pod_estimate_over, relative_error
-from scheduler_core.plugins.traffic import NetworkTraffic
-from scheduler_core.replay import RecordedInputs, Scenario
-from scheduler_core.workload_traffic import (
+from scheduler_core.extender.scoring.plugins.traffic import NetworkTraffic
+from scheduler_core.extender.scoring.workload_traffic import (
     HALF_LIFE_DAYS,
     LOOKBACK_DAYS,
     MIN_SAMPLES,
@@ -48,6 +34,20 @@ from scheduler_core.workload_traffic import (
     assumed_bytes,
     decayed_percentile,
 )
+from scheduler_core.history_replay.fast_replay import replay_batch
+from scheduler_core.history_replay.recorded_cycles import Floats, RecordedCycle
+from scheduler_core.history_replay.report import (
+    CONSTANT,
+    LEARNED,
+    Count,
+    ErrorSummary,
+    LearningComparison,
+    LearningCycle,
+    LearningSide,
+    NodeHerd,
+)
+from scheduler_core.history_replay.what_if import RecordedInputs, Scenario
+from scheduler_core.outcomes.arithmetic import RELATIVE_ERROR_BUCKETS, pod_estimate_over, relative_error
 
 LEARNING_FIGURES: dict[str, str] = {
     "assumed": "a pod's assumed bytes under 'constant': assumedBytesPerPod; under 'learned': its workload's rate "
@@ -103,8 +103,9 @@ class Bind:
 
 
 class LearnedHistory:
-    """The learned table as it stood at any moment, from the recorded outcomes (``scheduler_core.workload_traffic``'s
-    learning: the decayed percentile is the same whenever it is taken, so only which pods count changes)."""
+    """The learned table as it stood at any moment, from the recorded outcomes
+    (``scheduler_core.extender.scoring.workload_traffic``'s learning: the decayed percentile is the same whenever it is
+    taken, so only which pods count changes)."""
 
     def __init__(
         self,
@@ -197,7 +198,8 @@ def herd_bytes(
     own_cycle: int,
 ) -> tuple[Floats, list[int]]:
     """Per node of ``nodes``: Σ ``max(0, 1 − age / decay) × assumed[bind]`` of the binds on it (the herd estimate's
-    decay, ``scheduler_core.herd.HerdEstimator``), rounded to a byte; and how many binds weigh on it."""
+    decay, ``scheduler_core.extender.scoring.herd.HerdEstimator``), rounded to a byte; and how many binds weigh on
+    it."""
     position = {node: i for i, node in enumerate(nodes)}
     summed = np.zeros(len(nodes))
     counts = [0] * len(nodes)
@@ -432,7 +434,8 @@ class LearningComparer:
 
 def with_herd(inputs: RecordedInputs, herd: Sequence[float], binds: Sequence[int]) -> RecordedInputs:
     """``inputs`` with ``NetworkTraffic``'s herd bytes (and their bind counts) replaced, aligned with its prioritize
-    nodes: the what-if's replay of one decision under another mode (:func:`scheduler_core.replay.replay`)."""
+    nodes: the what-if's replay of one decision under another mode
+    (:func:`scheduler_core.history_replay.what_if.replay`)."""
     prioritize = inputs.prioritize
     if prioritize is None:
         return inputs

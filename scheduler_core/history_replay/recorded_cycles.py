@@ -4,7 +4,7 @@ A history replay reads thousands of cycles, so their inputs are held as columns 
 (:class:`CycleColumns`), and what many cycles share (the candidates, the filter's outcome, the traffic snapshot) as
 one :class:`CycleShape`. :func:`columns_from_inputs` makes them from the records, ``dashboard.storage.replay_inputs``
 straight from the stored bodies; a cycle the arrays cannot hold keeps its records (:class:`RecordedCycle`), for
-:func:`scheduler_core.replay.replay`. The replay of the columns is
+:func:`scheduler_core.history_replay.what_if.replay`. The replay of the columns is
 :mod:`~scheduler_core.history_replay.fast_replay`.
 """
 
@@ -18,11 +18,11 @@ import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
-from scheduler_core.answer import DEFAULT_ANSWER_SCALE
-from scheduler_core.plugins.traffic import NetworkTraffic
-from scheduler_core.record import FILTER, NODE_CACHE, CycleRecords
-from scheduler_core.record_formulas import float_array
-from scheduler_core.replay import RecordedInputs, Scenario
+from scheduler_core.extender.record.formulas import float_array
+from scheduler_core.extender.record.structs import FILTER, NODE_CACHE, CycleRecords
+from scheduler_core.extender.scoring.answer import DEFAULT_ANSWER_SCALE
+from scheduler_core.extender.scoring.plugins.traffic import NetworkTraffic
+from scheduler_core.history_replay.what_if import RecordedInputs, Scenario
 
 if TYPE_CHECKING:  # for annotations only: fast_replay imports this module
     from scheduler_core.history_replay.fast_replay import Stage
@@ -118,7 +118,7 @@ class CycleColumns:
     Built by :func:`columns_from_inputs` from the records, or straight from the stored bodies
     (``dashboard.storage.replay_inputs``); replayed by :func:`~scheduler_core.history_replay.fast_replay.replay_batch`,
     which gives what
-    :func:`scheduler_core.replay.replay` gives for the same records
+    :func:`scheduler_core.history_replay.what_if.replay` gives for the same records
     (``tests/scheduler_core/history_replay/test_fast_replay.py``).
     """
 
@@ -154,8 +154,8 @@ class CycleColumns:
 
 SMALLEST_BYTES = 1e-300
 """Traffic figures (bytes) the vectorized replay takes: 0 or at least this, finite. Anything else (never a byte
-count) could overflow ``100 / max`` into a NaN score, which :func:`scheduler_core.replay.replay` orders by the
-position it meets it at: such a cycle is replayed by that function itself."""
+count) could overflow ``100 / max`` into a NaN score, which :func:`scheduler_core.history_replay.what_if.replay` orders
+by the position it meets it at: such a cycle is replayed by that function itself."""
 
 
 def byte_counts(values: Floats | None) -> bool:
@@ -181,9 +181,10 @@ def _floats_or_none(values: Sequence[float | None]) -> Floats | None:
 
 
 def columns_from_inputs(inputs: RecordedInputs) -> CycleColumns | None:
-    """The columns of ``inputs``; None when the cycle holds what only :func:`scheduler_core.replay.replay` handles
-    (duplicate node names, nodes unknown to the node cache, prioritized nodes that were not candidates, lists not
-    aligned with their nodes, figures that are not finite numbers)."""
+    """The columns of ``inputs``; None when the cycle holds what only
+    :func:`scheduler_core.history_replay.what_if.replay` handles (duplicate node names, nodes unknown to the node cache,
+    prioritized nodes that were not candidates, lists not aligned with their nodes, figures that are not finite
+    numbers)."""
     candidates = inputs.candidates
     count = len(candidates)
     index = {name: i for i, name in enumerate(candidates)}
@@ -277,7 +278,8 @@ def columns_from_inputs(inputs: RecordedInputs) -> CycleColumns | None:
 @dataclass(slots=True)
 class RecordedCycle:
     """One recorded cycle as a replay reads it: the summary fields the report names, and its inputs as columns
-    (the fast path), else as records (:func:`scheduler_core.replay.replay`), else why it cannot be replayed."""
+    (the fast path), else as records (:func:`scheduler_core.history_replay.what_if.replay`), else why it cannot be
+    replayed."""
 
     cycle_id: int
     started_at: str
@@ -307,7 +309,7 @@ def recorded_cycle_from_records(
     preferred_node: str = "",
 ) -> RecordedCycle:
     """A :class:`RecordedCycle` from a cycle's records: columns when the fast path reads them, else the records for
-    :func:`scheduler_core.replay.replay`."""
+    :func:`scheduler_core.history_replay.what_if.replay`."""
     cycle = RecordedCycle(cycle_id, started_at, pod_namespace, pod_name, profile, preferred_node)
     if records.unreadable:
         cycle.skipped = "a stored call body cannot be read"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import msgspec
 
-from scheduler_core.workload_traffic import AssumedBytes
+from scheduler_core.extender.scoring.workload_traffic import AssumedBytes
 
 CAVEATS: tuple[str, ...] = (
     "Recorded inputs are reused: each cycle is replayed over the candidates kube-scheduler sent then, the traffic "
@@ -128,8 +128,8 @@ class CandidateDescription(msgspec.Struct, gc=False):
     what_if_params: dict[str, str]
     """GET parameters of the decision page's what-if (``mode=custom``) with these settings."""
     version: str = ""
-    """The candidate's profile version (``scheduler_core.profiles.profile_version``); empty in replays kept before
-    versions were named."""
+    """The candidate's profile version (``scheduler_core.extender.scoring.profiles.profile_version``); empty in replays
+    kept before versions were named."""
     profile_file: str = ""
     """Where a configured candidate was read from: the profiles file, or empty for the built-in default (and YAML)."""
 

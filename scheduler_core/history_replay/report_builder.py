@@ -2,7 +2,8 @@
 
 :class:`ReportBuilder` is the one accumulator of a history replay: it takes cycles one at a time (a replay reads
 them in chunks), groups them for :mod:`~scheduler_core.history_replay.fast_replay` (or replays a cycle the arrays
-cannot hold with :func:`scheduler_core.replay.replay`), and keeps running counts rather than the cycles: at most
+cannot hold with :func:`scheduler_core.history_replay.what_if.replay`), and keeps running counts rather than the cycles:
+at most
 :attr:`ReportBuilder.BATCH` cycles are held before they are replayed and folded in.
 """
 
@@ -15,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from scheduler_core.extender.scoring.plugins.traffic import NetworkTraffic
+from scheduler_core.extender.scoring.traffic_terms import NOT_VERSIONED
 from scheduler_core.history_replay.fast_replay import BatchOutcome, batch_key, batch_of, outcome_of, replay_batch
 from scheduler_core.history_replay.recorded_cycles import Floats, RecordedCycle
 from scheduler_core.history_replay.report import (
@@ -30,9 +33,7 @@ from scheduler_core.history_replay.report import (
     TrafficBalance,
 )
 from scheduler_core.history_replay.scenarios import candidate_description, recorded_scenario
-from scheduler_core.plugins.traffic import NetworkTraffic
-from scheduler_core.replay import RecordedInputs, Scenario, replay, scenario_from_profile
-from scheduler_core.traffic_terms import NOT_VERSIONED
+from scheduler_core.history_replay.what_if import RecordedInputs, Scenario, replay, scenario_from_profile
 
 
 class ReportBuilder:

@@ -6,6 +6,7 @@ one place that words the figures for plain text.
 
 from __future__ import annotations
 
+from scheduler_core.extender.scoring.units import human_bytes, human_rate
 from scheduler_core.history_replay.report import (
     CandidateDescription,
     Count,
@@ -13,7 +14,6 @@ from scheduler_core.history_replay.report import (
     LearningComparison,
     LearningCycle,
 )
-from scheduler_core.units import human_bytes, human_rate
 
 
 def _rate_text(value: float | None) -> str:

@@ -11,12 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from scheduler_core.extender.scoring.plugins import SCORE_PLUGINS
+from scheduler_core.extender.scoring.profiles import profile_version
+from scheduler_core.extender.scoring.traffic_terms import window_seconds
+from scheduler_core.extender.scoring.units import MB
 from scheduler_core.history_replay.report import CandidateDescription
-from scheduler_core.plugins import SCORE_PLUGINS
-from scheduler_core.profiles import profile_version
-from scheduler_core.replay import Scenario, scenario_from_profile
-from scheduler_core.traffic_terms import window_seconds
-from scheduler_core.units import MB
+from scheduler_core.history_replay.what_if import Scenario, scenario_from_profile
 
 
 def recorded_scenario(
@@ -30,8 +30,8 @@ def recorded_scenario(
     (``dashboard.ui.views.what_if``, which then sets the page's window) both build it: the profile as configured now,
     else what the record says about filters; the weights the cycle's prioritize record used, which win over today's
     configuration (``weights``: its plugins' (name, weight), None without one); the scale it answered on
-    (``answer_scale``: :attr:`~scheduler_core.replay.RecordedInputs.answer_scale`, None when it never reached
-    prioritize: then the profile's scale as configured now)."""
+    (``answer_scale``: :attr:`~scheduler_core.history_replay.what_if.RecordedInputs.answer_scale`, None when it never
+    reached prioritize: then the profile's scale as configured now)."""
     if description:
         scenario = scenario_from_profile(description, label=f"{description.get('name', '')} (as recorded)")
     else:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 
-from scheduler_core.record import PrioritizeRecord
+from scheduler_core.extender.record.structs import PrioritizeRecord
 
 NETWORK_TRAFFIC = "NetworkTraffic"
 RUNNER_UPS = 2

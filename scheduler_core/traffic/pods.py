@@ -1,9 +1,9 @@
 """The pods of recent binds, read beside the nodes' traffic by the same background refresh (never by a verb).
 
 The herd estimate reconciles a recent bind with its pod's own traffic once that shows in the node's measurement
-(``scheduler_core.herd``). For the two to be like for like, a pod's bytes are read over the node query's window,
-right after the nodes' bytes, into the same :class:`~scheduler_core.traffic.base.TrafficSnapshot`; only the pods the
-bind log holds are asked for, and only for the queries of profiles that reconcile (``reconcileHerd``).
+(``scheduler_core.extender.scoring.herd``). For the two to be like for like, a pod's bytes are read over the node
+query's window, right after the nodes' bytes, into the same :class:`~scheduler_core.traffic.base.TrafficSnapshot`; only
+the pods the bind log holds are asked for, and only for the queries of profiles that reconcile (``reconcileHerd``).
 
 A query of ``sum_over_time`` mode is not read: its figure is a sum of counter samples, not bytes in the window, so a
 pod's bytes cannot be taken off it. A failed pod read leaves the snapshot without pods (every bind then decays) and

@@ -13,7 +13,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from scheduler_core.filter_answer import UNKNOWN_NODE
+from scheduler_core.extender.filter_answer import UNKNOWN_NODE
 from tests.support.fake_kube_api import FakeKubeAPI, RecordedRequest, Response, create_binding, write_kubeconfig
 from tests.support.live_server import LiveServer
 from tests.support.pki import Pki, client_context

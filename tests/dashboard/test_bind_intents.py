@@ -1,6 +1,6 @@
 """A bind through the API server records its intent before the Binding and its outcome after; a process that dies in
 between leaves the intent, which the runtime's reconciler settles from the pod's ``spec.nodeName`` and the ingester
-folds into the cycle (``dashboard.bind_intents``, ``scheduler_core.bind_intents``).
+folds into the cycle (``dashboard.bind_intents``, ``scheduler_core.extender.record.bind_intents``).
 
 The process dying is a ``BaseException`` raised by the binder after (or before) the Binding: nothing after it runs,
 as after a SIGKILL, so the spool holds the verb's own intent and no record. The same with a real SIGKILL under
@@ -20,9 +20,9 @@ from prometheus_client import REGISTRY
 
 from dashboard.ingest.spool_ingest import spool_ingest
 from dashboard.models import Outcome, SchedulingCycle, VerbCall
-from scheduler_core.binding import BindOutcome
-from scheduler_core.kube_api import KubernetesBinder
-from scheduler_core.spool_codec import decode_event, decode_intent, encode_event
+from scheduler_core.extender.protocol.binding import BindOutcome
+from scheduler_core.extender.record.spool_codec import decode_event, decode_intent, encode_event
+from scheduler_core.kube.api import KubernetesBinder
 from tests.support.fake_kube_api import FakeKubeAPI, api_client_for, create_binding
 from tests.support.stored_calls import stored_record
 

@@ -20,12 +20,12 @@ from dashboard.ingest.cycles import cycles_ingest_events
 from dashboard.models import Outcome, SchedulingCycle
 from dashboard.placements.models import PlacementObservation
 from dashboard.placements.pump import PlacementPump
-from scheduler_core.kube_api import KubernetesBinder
-from scheduler_core.kube_events import KubernetesEventWriter
-from scheduler_core.kube_watch import Backoff
-from scheduler_core.placement_watch import PlacementWatcher
-from scheduler_core.record import CycleRecords
-from scheduler_core.verbs import Extender
+from scheduler_core.extender.record.structs import CycleRecords
+from scheduler_core.extender.verbs import Extender
+from scheduler_core.kube.api import KubernetesBinder
+from scheduler_core.kube.events import KubernetesEventWriter
+from scheduler_core.kube.placement_watch import PlacementWatcher
+from scheduler_core.kube.watch import Backoff
 from tests.support.fake_kube_api import FakeKubeAPI, api_client_for
 from tests.support.kube_scheduler import TRAFFIC, KubeScheduler
 

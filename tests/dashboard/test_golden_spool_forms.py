@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dashboard.spool import Spool
-from scheduler_core.spool_codec import answer_of, decode_event, decode_intent
+from scheduler_core.extender.record.spool_codec import answer_of, decode_event, decode_intent
 from tests.golden.registry import (
     BIND_INTENT,
     GOLDEN,

@@ -19,9 +19,9 @@ from prometheus_client import REGISTRY
 from dashboard import pod_events
 from dashboard.models import Outcome
 from dashboard.selectors.cycles import cycle_explanation, cycle_list_with_calls
-from scheduler_core.binding import BindOutcome
-from scheduler_core.kube_events import KubernetesEventWriter
-from scheduler_core.verbs import Extender
+from scheduler_core.extender.protocol.binding import BindOutcome
+from scheduler_core.extender.verbs import Extender
+from scheduler_core.kube.events import KubernetesEventWriter
 from tests.support.fake_kube_api import FakeKubeAPI, api_client_for
 from tests.support.kube_scheduler import T0, TRAFFIC, KubeScheduler
 

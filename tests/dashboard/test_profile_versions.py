@@ -24,7 +24,7 @@ from dashboard import runtime as runtime_module
 from dashboard.audit.chain import audit_chain_verify
 from dashboard.models import ProfileVersion, SchedulingCycle, VerbCall
 from dashboard.selectors.cycles import cycle_explanations_recomputed
-from scheduler_core.profiles import load_profiles
+from scheduler_core.extender.scoring.profiles import load_profiles
 from scheduler_core.traffic import TrafficSnapshot
 from tests.support.ingest import ingest_everything
 from tests.support.recording import CLUSTER, TRAFFIC, make_pod

@@ -11,7 +11,7 @@ from dashboard.audit.chain import audit_chain_verify
 from dashboard.ingest.cycles import cycles_ingest_events
 from dashboard.models import SchedulingCycle
 from dashboard.tasks import prune_cycles
-from scheduler_core.record import VerbEvent
+from scheduler_core.extender.record.structs import VerbEvent
 
 
 def event(uid: str, at: float) -> VerbEvent:

@@ -10,8 +10,8 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from dashboard import runtime as runtime_module
-from scheduler_core.cluster import FileCluster, StaticCluster
-from scheduler_core.kube_cache import KubernetesCluster
+from scheduler_core.extender.protocol.cluster import FileCluster, StaticCluster
+from scheduler_core.kube.node_cache import KubernetesCluster
 from tests.support.fake_kube_api import FakeKubeAPI, api_client_for, write_kubeconfig
 
 

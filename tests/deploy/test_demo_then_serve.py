@@ -15,7 +15,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from scheduler_core.profiles import load_profiles
+from scheduler_core.extender.scoring.profiles import load_profiles
 from tests.support.fake_kube_api import FakeKubeAPI, write_kubeconfig
 from tests.support.live_server import read_until, start_script
 from tests.support.paths import REPO

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler_core.profiles import load_profiles
+from scheduler_core.extender.scoring.profiles import load_profiles
 from tests.deploy.manifests import (
     CHART,
     DEPLOY,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler_core.scheduler_config import kubeconfig_path, render, write
+from scheduler_core.kube.scheduler_config import kubeconfig_path, render, write
 from tests.support.paths import REPO
 from tests.support.scheduler_standin import interested
 

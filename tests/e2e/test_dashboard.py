@@ -10,10 +10,10 @@ from playwright.sync_api import expect
 
 from dashboard import runtime as runtime_module
 from dashboard.models import SchedulingCycle
-from scheduler_core.binding import SimulatedBinder
-from scheduler_core.herd import InMemoryBindLog
-from scheduler_core.profiles import load_profiles
-from scheduler_core.verbs import Extender
+from scheduler_core.extender.protocol.binding import SimulatedBinder
+from scheduler_core.extender.scoring.herd import InMemoryBindLog
+from scheduler_core.extender.scoring.profiles import load_profiles
+from scheduler_core.extender.verbs import Extender
 from tests.support.inputs import Inputs, traffic_store
 from tests.support.recording import CLUSTER, PROFILES, TRAFFIC, Recorder, make_pod, use_demo_profiles
 

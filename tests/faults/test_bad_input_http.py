@@ -1,7 +1,7 @@
 """Bad input over real HTTP to gunicorn: each answered 4xx naming the problem (never a 5xx), each attempt recorded,
 and each record accepted by the database.
 
-The same inputs decoded in process are ``tests/scheduler_core/test_wire.py`` and
+The same inputs decoded in process are ``tests/scheduler_core/extender/protocol/test_wire.py`` and
 ``tests/dashboard/extender/test_extender_views.py``; what only real HTTP shows is here: bodies without a length
 (chunked), what gunicorn itself refuses before schedlens sees it, and that the record of every attempt survives ingest
 (a NUL byte or a 300-character profile name once blocked the ingest of every record behind it).
@@ -19,9 +19,9 @@ import pytest
 from dashboard.ingest.spool_ingest import spool_ingest
 from dashboard.models import VerbCall
 from dashboard.spool import Spool
-from scheduler_core.record import VerbEvent
-from scheduler_core.simulator import make_cluster
-from scheduler_core.spool_codec import decode_event
+from scheduler_core.cli.simulator import make_cluster
+from scheduler_core.extender.record.spool_codec import decode_event
+from scheduler_core.extender.record.structs import VerbEvent
 from tests.support.processes import Gunicorn, production_environment, wait_for
 from tests.support.stored_calls import stored_record
 

@@ -23,7 +23,7 @@ import pytest
 
 from dashboard.models import Outcome, SchedulingCycle, VerbCall
 from dashboard.spool import Spool
-from scheduler_core.simulator import ExtenderClient
+from scheduler_core.cli.simulator import ExtenderClient
 from tests.support.fake_kube_api import FakeKubeAPI, write_kubeconfig
 from tests.support.processes import Gunicorn, database_url, wait_for
 from tests.support.stored_calls import stored_record

@@ -15,7 +15,7 @@ import pytest
 from dashboard.audit.chain import audit_chain_verify
 from dashboard.models import VerbCall
 from dashboard.spool import Spool
-from scheduler_core.simulator import SyntheticCluster
+from scheduler_core.cli.simulator import SyntheticCluster
 from tests.faults.tcp_proxy import TcpProxy
 from tests.support.load import PacedLoad
 from tests.support.processes import Gunicorn, database_url, manage, wait_caught_up, wait_for

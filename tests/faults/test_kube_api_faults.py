@@ -2,7 +2,7 @@
 server, and the record the ingester makes of it.
 
 The binder's own faults one by one (409 same and other node, 404, 429 with Retry-After, 5xx, a slow server, a
-dropped connection) are ``tests/scheduler_core/test_binder.py``; a slow binding next to a filter is
+dropped connection) are ``tests/scheduler_core/kube/test_binder.py``; a slow binding next to a filter is
 ``tests/config/test_live_server.py``. Here: a binding slower than kube-scheduler's 5 s timeout followed by the
 retry's 409, and binds for a pod that does not exist or whose UID changed, through the verb over HTTP.
 """
@@ -19,7 +19,7 @@ import pytest
 from dashboard.ingest.spool_ingest import spool_ingest
 from dashboard.models import Outcome, SchedulingCycle
 from dashboard.spool import Spool
-from scheduler_core.simulator import ExtenderClient
+from scheduler_core.cli.simulator import ExtenderClient
 from tests.support.fake_kube_api import FakeKubeAPI, write_kubeconfig
 from tests.support.processes import Gunicorn, wait_for
 from tests.support.stored_calls import stored_record

@@ -25,7 +25,7 @@ import pytest
 from dashboard.ingest.spool_ingest import ANSWER_NOT_CONFIRMED
 from dashboard.models import Outcome, VerbCall
 from dashboard.spool import Spool
-from scheduler_core.simulator import make_node, make_pod
+from scheduler_core.cli.simulator import make_node, make_pod
 from tests.support.processes import Gunicorn, database_url, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

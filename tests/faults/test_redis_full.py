@@ -19,12 +19,12 @@ from dashboard.traffic.models import RefreshStatus, TrafficRefresh
 from dashboard.traffic.services import traffic_refresh
 from dashboard.traffic.snapshots import Keys
 from dashboard.traffic.view import REDIS_UNAVAILABLE, RedisTrafficView
-from scheduler_core.binding import SimulatedBinder
-from scheduler_core.cluster import StaticCluster
-from scheduler_core.profiles import load_profiles
+from scheduler_core.extender.protocol.binding import SimulatedBinder
+from scheduler_core.extender.protocol.cluster import StaticCluster
+from scheduler_core.extender.protocol.wire import encode
+from scheduler_core.extender.scoring.profiles import load_profiles
+from scheduler_core.extender.verbs import Extender
 from scheduler_core.traffic import TrafficQuery
-from scheduler_core.verbs import Extender
-from scheduler_core.wire import encode
 from tests.support.processes import PrivateRedis
 from tests.support.prometheus_data import NODE_A_ETH0_RATE
 

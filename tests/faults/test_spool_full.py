@@ -22,7 +22,7 @@ from prometheus_client import REGISTRY
 
 from dashboard import runtime as runtime_module
 from dashboard.spool import Spool
-from scheduler_core.spool_codec import decode_event
+from scheduler_core.extender.record.spool_codec import decode_event
 from tests.support.inputs import traffic_store
 from tests.support.processes import Gunicorn, tmpfs, wait_for
 

@@ -14,7 +14,8 @@ database (``django.setup()`` only for the audit chain's module).
 
 Writers (name: commit, what it wrote):
 
-- ``json`` @ 73e21e2, the last commit that spooled every call as JSON (``scheduler_core.record.encode_event``) and
+- ``json`` @ 73e21e2, the last commit that spooled every call as JSON
+(``scheduler_core.extender.record.structs.encode_event``) and
   stored every record in the ``jsonb`` columns (packed by ``dashboard.packing.pack`` when large, since 5ec3f36):
   ``spool/json_{filter,prioritize,preempt}``, ``columns/packed_filter_*`` and ``audit/link_json_call``.
 - ``spool-file-v0`` @ cd27837, the last spool file without the ``answered`` column (``dashboard.spool.Spool``):
@@ -30,8 +31,8 @@ Writers (name: commit, what it wrote):
   ``spool/framed_*``, ``spool/json_{bind,refused}``, ``spool_files/spool_current``, ``bodies/body2_*``,
   ``bodies/part-<sha256>``, ``columns/packed_prioritize_*``, ``columns/plain_bind_*``, ``audit/link_json_bind``.
 - ``bind-intents`` @ the commit that adds bind intents (issue 20, item 6), the first to write them: a bind intent
-  (JSON, ``scheduler_core.spool_codec.encode_intent``) and the spool file with the ``bind_intents`` table:
-  ``spool/intent_json``, ``spool_files/spool_with_intents``. Written from the working tree itself::
+  (JSON, ``scheduler_core.extender.record.spool_codec.encode_intent``) and the spool file with the ``bind_intents``
+  table: ``spool/intent_json``, ``spool_files/spool_with_intents``. Written from the working tree itself::
 
     DJANGO_SETTINGS_MODULE=config.settings .venv/bin/python tests/golden/make_fixtures.py bind-intents /tmp/out
 

@@ -212,7 +212,7 @@ def write_body_as_spooled(w: Writer) -> None:
     from make_fixtures_writer import record_view
 
     from dashboard.storage import call_body
-    from scheduler_core import spool_codec
+    from scheduler_core.extender.record import spool_codec
 
     for name, value in derived_score_events():
         name = name.replace("deriving_", "body3_")

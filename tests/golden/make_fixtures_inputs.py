@@ -190,7 +190,8 @@ RECONCILED_BIND: dict[str, Any] = {
     "api_status": None,
     "simulated": False,
 }
-"""The record a reconciliation writes of a bind found done (``scheduler_core.bind_intents.reconciled_event``)."""
+"""The record a reconciliation writes of a bind found done
+(``scheduler_core.extender.record.bind_intents.reconciled_event``)."""
 
 
 def big_filter() -> tuple[dict[str, Any], str]:

@@ -152,7 +152,9 @@ def write_pod_assumed(w: Writer) -> None:
     (``PluginScores.pod_assumed``, issue 32 item 4): learned from its workload's pods."""
     scored = prioritize(scale="fixed")
     scored["plugins"][0]["pod_assumed"] = dict(POD_ASSUMED_LEARNED)
-    from scheduler_core import spool_codec  # the record module no longer encodes (``Writer.spool`` is for old ones)
+    from scheduler_core.extender.record import (
+        spool_codec,  # the record module no longer encodes (``Writer.spool`` is for old ones)
+    )
 
     value = event("golden-pod-assumed", "prioritize", T0 + 0.05, prioritize_answer([8, 1, 6]), prioritize=scored)
     value["profile_version"] = "3b9f0c1d2e4a"
@@ -171,7 +173,9 @@ def write_herd_reconciled(w: Writer) -> None:
     traffic["herd_binds"] = [2, 0, 0]
     traffic["herd_newest_age_ms"] = [4000, None, None]
     traffic["herd_reconciled"] = [dict(bind) for bind in HERD_RECONCILED]
-    from scheduler_core import spool_codec  # the record module no longer encodes (``Writer.spool`` is for old ones)
+    from scheduler_core.extender.record import (
+        spool_codec,  # the record module no longer encodes (``Writer.spool`` is for old ones)
+    )
 
     value = event("golden-herd-reconciled", "prioritize", T0 + 0.06, prioritize_answer([8, 1, 6]), prioritize=scored)
     value["profile_version"] = "5c1e9a7b3d20"
@@ -183,8 +187,11 @@ def write_herd_reconciled(w: Writer) -> None:
 
 def write_derived_scores(w: Writer) -> None:
     """``SLR\\x04``: a filter, and a prioritize whose final scores and NetworkTraffic's scores were left out because
-    its other columns give them back (``scheduler_core.record_formulas``; the inputs: ``derived_score_events``)."""
-    from scheduler_core import spool_codec  # the record module no longer encodes (``Writer.spool`` is for old ones)
+    its other columns give them back (``scheduler_core.extender.record.formulas``; the inputs:
+    ``derived_score_events``)."""
+    from scheduler_core.extender.record import (
+        spool_codec,  # the record module no longer encodes (``Writer.spool`` is for old ones)
+    )
 
     for name, value in derived_score_events():
         made, expected = w.verb_event(value)
@@ -204,7 +211,7 @@ def write_bind_intents(w: Writer) -> None:
     import msgspec
 
     from dashboard.spool import Spool
-    from scheduler_core import spool_codec
+    from scheduler_core.extender.record import spool_codec
 
     def made(value: dict[str, Any]) -> Any:
         return msgspec.convert(value, w.record.BindIntent)

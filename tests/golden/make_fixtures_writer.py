@@ -26,7 +26,7 @@ class Writer:
         sys.path.insert(0, str(here))
         import msgspec
 
-        from scheduler_core import record
+        from scheduler_core.extender.record import structs as record
 
         assert Path(record.__file__).resolve().is_relative_to(here), f"{record.__file__} is not the writer's"
         self.msgspec = msgspec
@@ -122,7 +122,7 @@ class Writer:
         return data, made_facts, part
 
     def column_kinds(self, packing: Any, data: bytes, part: Any) -> list[str]:
-        from scheduler_core.compression import decompressor
+        from scheduler_core.extender.record.compression import decompressor
 
         names = [
             "TEXT",

@@ -41,7 +41,7 @@ WITH_INTENTS = "events with answered, rejected, bind_intents"
 PART = "part-89eb3dff986e1bc57180898c642405a831b8397fadcd42f12695af048385917c"
 
 FIXTURES: dict[str, tuple[str, Any]] = {
-    # Spool records (``scheduler_core.record.decode_event``).
+    # Spool records (``scheduler_core.extender.record.structs.decode_event``).
     "spool/json_filter.bin": (SPOOL_RECORD, b"{"),
     "spool/json_prioritize.bin": (SPOOL_RECORD, b"{"),
     "spool/json_preempt.bin": (SPOOL_RECORD, b"{"),
@@ -61,7 +61,7 @@ FIXTURES: dict[str, tuple[str, Any]] = {
     "spool/framed_prioritize_herd_reconciled.bin": (SPOOL_RECORD, b"SLR\x03"),
     "spool/deriving_filter.bin": (SPOOL_RECORD, b"SLR\x04"),
     "spool/deriving_prioritize.bin": (SPOOL_RECORD, b"SLR\x04"),
-    # Bind intents (``scheduler_core.spool_codec.decode_intent``).
+    # Bind intents (``scheduler_core.extender.record.spool_codec.decode_intent``).
     "spool/intent_json.bin": (BIND_INTENT, b"{"),
     # Spool files (``dashboard.spool.Spool``).
     "spool_files/spool_before_answered.sqlite3": (SPOOL_FILE, WITHOUT_ANSWERED),

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from scheduler_core import wire
-from scheduler_core.binding import SimulatedBinder
-from scheduler_core.cluster import StaticCluster
-from scheduler_core.profiles import load_profiles
-from scheduler_core.verbs import Extender
+from scheduler_core.extender.protocol import wire
+from scheduler_core.extender.protocol.binding import SimulatedBinder
+from scheduler_core.extender.protocol.cluster import StaticCluster
+from scheduler_core.extender.scoring.profiles import load_profiles
+from scheduler_core.extender.verbs import Extender
 from tests.support.inputs import traffic_store
 
 # ImageLocality reads the nodes' images: a prioritize in full-Nodes mode decodes each node whole (decode_node), a

@@ -9,16 +9,16 @@ from typing import Any
 import msgspec
 
 from dashboard.traffic.view import LocalInputs
-from scheduler_core.binding import SimulatedBinder
-from scheduler_core.cluster import StaticCluster
-from scheduler_core.herd import InMemoryBindLog
-from scheduler_core.profiles import load_profiles
-from scheduler_core.record import VerbEvent
-from scheduler_core.simulator import make_cluster, make_pod
-from scheduler_core.spool_codec import decode_event, encode_event
+from scheduler_core.cli.simulator import make_cluster, make_pod
+from scheduler_core.extender.protocol.binding import SimulatedBinder
+from scheduler_core.extender.protocol.cluster import StaticCluster
+from scheduler_core.extender.record.spool_codec import decode_event, encode_event
+from scheduler_core.extender.record.structs import VerbEvent
+from scheduler_core.extender.scoring.herd import InMemoryBindLog
+from scheduler_core.extender.scoring.profiles import load_profiles
+from scheduler_core.extender.verbs import Extender
 from scheduler_core.traffic.store import TrafficStore
 from scheduler_core.traffic.synthetic import SyntheticTrafficSource
-from scheduler_core.verbs import Extender
 from tests.support.paths import REPO
 
 NOW = 1_800_000_000.0

@@ -5,8 +5,8 @@ Hypothesis generates cycles (:func:`scenarios`: 2–12 candidates; traffic with 
 snapshots; recent binds weighing on some nodes; profiles mixing NetworkTraffic with NodeResourceFitByCR and
 ImageLocality at weights 1..5; the ``fixed`` or ``spread`` answer scale; ``missingPolicy`` neutral or fail), with
 fixed examples beside them (:data:`ALL_ZERO`, :data:`STALE_FAIL`, :data:`HERD_TIE`…). :func:`record_cycle` drives each
-through the real extender verbs (``scheduler_core.verbs.Extender``: herd binds, filter, prioritize, and bind for
-some); :func:`ingest_and_fetch` folds them with the real ingester and reads them back through ``/api/v1/why/`` and
+through the real extender verbs (``scheduler_core.extender.verbs.Extender``: herd binds, filter, prioritize, and bind
+for some); :func:`ingest_and_fetch` folds them with the real ingester and reads them back through ``/api/v1/why/`` and
 ``/api/v1/cycles/<id>/``.
 
 :func:`assert_figures_are_the_inputs` ties an explanation's figures to what the test fed the verbs, so a
@@ -31,14 +31,14 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from dashboard.ingest.cycles import cycles_ingest_events
-from scheduler_core.binding import SimulatedBinder
-from scheduler_core.cluster import NodeInfo, NodeResourcesSpec, StaticCluster, normalize_image
-from scheduler_core.herd import InMemoryBindLog
-from scheduler_core.profiles import load_profiles
-from scheduler_core.record import VerbEvent
+from scheduler_core.extender.protocol.binding import SimulatedBinder
+from scheduler_core.extender.protocol.cluster import NodeInfo, NodeResourcesSpec, StaticCluster, normalize_image
+from scheduler_core.extender.record.structs import VerbEvent
+from scheduler_core.extender.scoring.herd import InMemoryBindLog
+from scheduler_core.extender.scoring.profiles import load_profiles
+from scheduler_core.extender.verbs import Extender
 from scheduler_core.traffic import TrafficSnapshot
 from scheduler_core.traffic.store import TrafficStore
-from scheduler_core.verbs import Extender
 from tests.support.explanation_checks import IMAGES, NEUTRAL, RESOURCES, TRAFFIC, terms_of
 from tests.support.inputs import Inputs
 from tests.support.kube_scheduler import T0

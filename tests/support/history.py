@@ -15,16 +15,16 @@ import msgspec
 
 from dashboard.ingest.cycles import cycles_ingest_records
 from dashboard.models import SchedulingCycle
-from scheduler_core.binding import SimulatedBinder
-from scheduler_core.cluster import StaticCluster
-from scheduler_core.herd import InMemoryBindLog
-from scheduler_core.profiles import load_profiles
-from scheduler_core.simulator import make_cluster, make_pod
-from scheduler_core.spool_codec import encode_event
+from scheduler_core.cli.simulator import make_cluster, make_pod
+from scheduler_core.extender.protocol.binding import SimulatedBinder
+from scheduler_core.extender.protocol.cluster import StaticCluster
+from scheduler_core.extender.protocol.wire import encode
+from scheduler_core.extender.record.spool_codec import encode_event
+from scheduler_core.extender.scoring.herd import InMemoryBindLog
+from scheduler_core.extender.scoring.profiles import load_profiles
+from scheduler_core.extender.verbs import Extender
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
 from scheduler_core.traffic.store import TrafficStore
-from scheduler_core.verbs import Extender
-from scheduler_core.wire import encode
 from tests.support.paths import REPO
 from tests.support.profile_versions import store_served_versions
 

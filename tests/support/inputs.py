@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from scheduler_core.herd import InMemoryBindLog, RecentBinds
-from scheduler_core.plugins.base import TrafficView
-from scheduler_core.profiles import Profile
+from scheduler_core.extender.scoring.herd import InMemoryBindLog, RecentBinds
+from scheduler_core.extender.scoring.plugins.base import TrafficView
+from scheduler_core.extender.scoring.profiles import Profile
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
 from scheduler_core.traffic.store import TrafficStore
 

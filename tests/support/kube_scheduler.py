@@ -1,6 +1,6 @@
 """Cycles recorded the way production records them, at the times a test chooses, on a fixed five-node cluster.
 
-Cycles come from the real extender (``scheduler_core.verbs.Extender``) driven like kube-scheduler and are
+Cycles come from the real extender (``scheduler_core.extender.verbs.Extender``) driven like kube-scheduler and are
 folded by the real ingest service, so the API reads exactly what production writes.
 """
 
@@ -14,13 +14,13 @@ import msgspec
 
 from dashboard.ingest.cycles import cycles_ingest_events
 from dashboard.models import SchedulingCycle
-from scheduler_core.binding import SimulatedBinder
-from scheduler_core.cluster import NodeInfo, NodeResourcesSpec, StaticCluster
-from scheduler_core.profiles import load_profiles
-from scheduler_core.record import VerbEvent
+from scheduler_core.extender.protocol.binding import SimulatedBinder
+from scheduler_core.extender.protocol.cluster import NodeInfo, NodeResourcesSpec, StaticCluster
+from scheduler_core.extender.record.structs import VerbEvent
+from scheduler_core.extender.scoring.profiles import load_profiles
+from scheduler_core.extender.verbs import Extender
 from scheduler_core.traffic import TrafficSnapshot
 from scheduler_core.traffic.store import TrafficStore
-from scheduler_core.verbs import Extender
 from tests.support.profile_versions import store_served_versions
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

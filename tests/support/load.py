@@ -25,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from scheduler_core.simulator import (
+from scheduler_core.cli.simulator import (
     ExtenderCallError,
     ExtenderClient,
     KubeSchedulerSimulator,

@@ -14,7 +14,7 @@ from typing import Any
 
 from dashboard.placements.models import ObservationKind, PlacementObservation, WaitingPod
 from dashboard.placements.pump import PlacementPump
-from scheduler_core.placement_watch import PlacementWatcher
+from scheduler_core.kube.placement_watch import PlacementWatcher
 from tests.support.fake_kube_api import FakeKubeAPI, api_client_for, failed_scheduling_event
 from tests.support.recording import Recorder, make_pod
 from tests.support.stored_calls import stored_record

@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from scheduler_core.profile_versions import version_notes
-from scheduler_core.profiles import Profile, load_profiles
+from scheduler_core.extender.scoring.profile_versions import version_notes
+from scheduler_core.extender.scoring.profiles import Profile, load_profiles
 
 SERVER = "test-replica"
 

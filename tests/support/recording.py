@@ -17,13 +17,13 @@ import msgspec
 
 from dashboard.ingest.cycles import cycles_ingest_events
 from dashboard.models import SchedulingCycle
-from scheduler_core.binding import SimulatedBinder
-from scheduler_core.cluster import NodeInfo, NodeResourcesSpec, StaticCluster
-from scheduler_core.profiles import load_profiles
-from scheduler_core.record import VerbEvent
-from scheduler_core.spool_codec import decode_event, encode_event
-from scheduler_core.verbs import Extender
-from scheduler_core.wire import encode
+from scheduler_core.extender.protocol.binding import SimulatedBinder
+from scheduler_core.extender.protocol.cluster import NodeInfo, NodeResourcesSpec, StaticCluster
+from scheduler_core.extender.protocol.wire import encode
+from scheduler_core.extender.record.spool_codec import decode_event, encode_event
+from scheduler_core.extender.record.structs import VerbEvent
+from scheduler_core.extender.scoring.profiles import load_profiles
+from scheduler_core.extender.verbs import Extender
 from tests.support.inputs import traffic_store
 from tests.support.paths import REPO
 from tests.support.profile_versions import store_served_versions

@@ -26,7 +26,7 @@ from pathlib import Path
 from dashboard.audit.chain import audit_chain_verify
 from dashboard.models import SchedulingCycle, VerbCall
 from dashboard.spool import Spool
-from scheduler_core.simulator import make_cluster
+from scheduler_core.cli.simulator import make_cluster
 from tests.support.balancer import RoundRobinBalancer
 from tests.support.load import LoadResult, PacedLoad
 from tests.support.processes import Gunicorn, Process, manage, rss_kib, wait_for

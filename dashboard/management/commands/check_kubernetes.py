@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scheduler_core.kube_api import KubeConfigError, load_api_client
+from scheduler_core.kube.api import KubeConfigError, load_api_client
 
 
 class Command(BaseCommand):

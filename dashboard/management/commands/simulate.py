@@ -14,8 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from dashboard.placements.models import ObservationKind
 from dashboard.placements.services import placements_record, placements_waiting_sync
 from dashboard.selectors.profiles import profile_configuration
-from scheduler_core.placement_watch import WaitingPod as WatchedPod
-from scheduler_core.simulator import (
+from scheduler_core.cli.simulator import (
     ExtenderClient,
     KubeSchedulerSimulator,
     SyntheticCluster,
@@ -23,6 +22,7 @@ from scheduler_core.simulator import (
     make_cluster,
     make_pod,
 )
+from scheduler_core.kube.placement_watch import WaitingPod as WatchedPod
 
 GPU = "example.com/gpu"
 NO_GPU_SELECTOR = "node(s) didn't match Pod's node affinity/selector"

@@ -15,8 +15,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from dashboard.management.stop_signals import stop_on_signals
 from dashboard.placements.herd import HerdFeed, watcher_sink
 from dashboard.placements.pump import PlacementPump
-from scheduler_core.kube_api import KubeConfigError, load_api_client
-from scheduler_core.placement_watch import PlacementWatcher
+from scheduler_core.kube.api import KubeConfigError, load_api_client
+from scheduler_core.kube.placement_watch import PlacementWatcher
 
 
 class Command(BaseCommand):

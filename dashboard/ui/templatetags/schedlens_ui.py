@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from django import template
 from django.utils.html import format_html
 
-from scheduler_core.units import human_bytes, human_rate
+from scheduler_core.extender.scoring.units import human_bytes, human_rate
 
 register = template.Library()
 

@@ -22,7 +22,7 @@ from dashboard.filters import CycleFilterSet
 from dashboard.ingest.cycles import cycles_ingest_events
 from dashboard.ingest.new_calls import build_call
 from dashboard.models import SchedulingCycle
-from scheduler_core.answer import preference_tied
+from scheduler_core.extender.scoring.answer import preference_tied
 from tests.support.kube_scheduler import T0, KubeScheduler
 from tests.support.stored_calls import stored_record
 

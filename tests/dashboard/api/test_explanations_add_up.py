@@ -3,8 +3,9 @@
 Hypothesis generates cycles (2–12 candidates; traffic with ties, zeros, missing series and stale snapshots; recent
 binds weighing on some nodes; profiles mixing NetworkTraffic with NodeResourceFitByCR and ImageLocality at weights
 1..5; the ``fixed`` or ``spread`` answer scale; ``missingPolicy`` neutral or fail). Each is driven through the real
-extender verbs (``scheduler_core.verbs.Extender``: herd binds, filter, prioritize, and bind for some), folded by the
-real ingester, and read back through ``/api/v1/why/`` and ``/api/v1/cycles/<id>/`` (``tests.support.explained_cycles``).
+extender verbs (``scheduler_core.extender.verbs.Extender``: herd binds, filter, prioritize, and bind for some), folded
+by the real ingester, and read back through ``/api/v1/why/`` and ``/api/v1/cycles/<id>/``
+(``tests.support.explained_cycles``).
 
 :func:`~tests.support.explanation_checks.recompute` then works from the ``explanation`` object only (what a node without
 a measurement scores included: ``traffic.missing_score``) and redoes the arithmetic the documentation promises, to

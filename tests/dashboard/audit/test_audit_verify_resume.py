@@ -15,7 +15,7 @@ from django.utils import timezone
 from dashboard.audit.chain import VerificationMovedError, audit_chain_verify, audit_chain_verify_day
 from dashboard.ingest.cycles import cycles_ingest_events
 from dashboard.models import AuditVerification, VerbCall
-from scheduler_core.record import VerbEvent
+from scheduler_core.extender.record.structs import VerbEvent
 
 pytestmark = pytest.mark.django_db
 

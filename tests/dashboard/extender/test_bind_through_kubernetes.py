@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from scheduler_core.kube_api import KubernetesBinder
+from scheduler_core.kube.api import KubernetesBinder
 from tests.support.fake_kube_api import FakeKubeAPI, api_client_for
 
 

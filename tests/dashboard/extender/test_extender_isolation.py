@@ -20,7 +20,7 @@ from dashboard.audit.auditors import auditor_token_issue
 from dashboard.ingest.spool_ingest import spool_ingest
 from dashboard.models import SchedulingCycle
 from dashboard.spool import Spool
-from scheduler_core.simulator import make_cluster
+from scheduler_core.cli.simulator import make_cluster
 from tests.support.processes import Gunicorn, database_url, production_environment, wait_for
 
 TRICKS = [

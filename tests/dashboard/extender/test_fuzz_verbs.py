@@ -24,11 +24,11 @@ from hypothesis import strategies as st
 from dashboard.ingest.spool_ingest import spool_ingest
 from dashboard.models import VerbCall
 from dashboard.spool import Spool
-from scheduler_core.binding import SimulatedBinder
-from scheduler_core.cluster import NodeInfo, NodeResourcesSpec, StaticCluster
-from scheduler_core.profiles import load_profiles
-from scheduler_core.spool_codec import encode_event
-from scheduler_core.verbs import Extender, VerbResult
+from scheduler_core.extender.protocol.binding import SimulatedBinder
+from scheduler_core.extender.protocol.cluster import NodeInfo, NodeResourcesSpec, StaticCluster
+from scheduler_core.extender.record.spool_codec import encode_event
+from scheduler_core.extender.scoring.profiles import load_profiles
+from scheduler_core.extender.verbs import Extender, VerbResult
 from tests.support.inputs import traffic_store
 from tests.support.paths import CAPTURES, EXAMPLES
 

@@ -80,9 +80,9 @@ def test_a_retry_of_the_same_pod_opens_a_new_cycle(client, runtime):
 def test_a_filter_that_leaves_no_node_records_an_unschedulable_cycle(client, runtime, settings):
     the_pod = pod()
     the_pod["spec"]["containers"][0]["resources"] = {"requests": {"example.com/gpu": "1"}}
-    runtime.extender.profiles = runtime.profiles = __import__("scheduler_core.profiles").profiles.load_profiles(
-        "profiles: [{name: default, plugins: {filter: {enabled: [{name: NodeResourceFitByCR}]}}}]"
-    )
+    runtime.extender.profiles = runtime.profiles = __import__(
+        "scheduler_core.extender.scoring.profiles"
+    ).profiles.load_profiles("profiles: [{name: default, plugins: {filter: {enabled: [{name: NodeResourceFitByCR}]}}}]")
     answer = call(client, "filter", args(the_pod, NODES))
     spool_ingest(spool=runtime.spool)
     assert answer["NodeNames"] == []

@@ -16,7 +16,7 @@ from django.db import connection
 from dashboard.ingest.spool_ingest import spool_ingest
 from dashboard.models import VerbCall
 from dashboard.spool import Spool
-from scheduler_core.spool_codec import encode_event
+from scheduler_core.extender.record.spool_codec import encode_event
 from tests.support.kube_scheduler import TRAFFIC, KubeScheduler
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -37,7 +37,7 @@ def test_every_recorded_cycle_is_recomputed_and_adds_up(kube_scheduler):
 @pytest.mark.django_db
 def test_a_cycle_whose_explanation_does_not_add_up_fails_the_command_and_is_named(kube_scheduler, monkeypatch):
     cycle = kube_scheduler.schedule(at=T0, name="web-1")
-    from scheduler_core import figures
+    from scheduler_core.explanation import figures
 
     # What a regression would do: show a maximum the scores were not normalized by.
     original = figures.TrafficColumn.figures

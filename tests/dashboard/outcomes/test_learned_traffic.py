@@ -17,11 +17,11 @@ import pytest
 from dashboard.outcomes.learned_table import learned_key, read_published
 from dashboard.outcomes.services import outcomes_refresh
 from dashboard.traffic.clients import worker_client
-from scheduler_core.binding import SimulatedBinder
-from scheduler_core.cluster import StaticCluster
-from scheduler_core.profiles import load_profiles
-from scheduler_core.verbs import Extender
-from scheduler_core.workload_traffic import MIN_SAMPLES, LearnedTrafficStore
+from scheduler_core.extender.protocol.binding import SimulatedBinder
+from scheduler_core.extender.protocol.cluster import StaticCluster
+from scheduler_core.extender.scoring.profiles import load_profiles
+from scheduler_core.extender.scoring.workload_traffic import MIN_SAMPLES, LearnedTrafficStore
+from scheduler_core.extender.verbs import Extender
 from tests.dashboard.outcomes.conftest import at
 from tests.support.inputs import traffic_store
 from tests.support.outcome_data import deployment_series

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from dashboard import pod_events
-from scheduler_core.kube_events import KubernetesEventWriter
+from scheduler_core.kube.events import KubernetesEventWriter
 from tests.support.fake_kube_api import FakeKubeAPI, api_client_for, failed_scheduling_event
 from tests.support.pending_pods import EXPECTED, NAMESPACE, leave_waiting_pods, watch_into_the_list
 

@@ -9,7 +9,7 @@ import pytest
 from dashboard.placements.models import ObservationKind, PlacementObservation, WaitingPod
 from dashboard.placements.pump import PlacementPump
 from dashboard.placements.selectors import pending_list, pending_pod
-from scheduler_core.placement_watch import PlacementWatcher
+from scheduler_core.kube.placement_watch import PlacementWatcher
 from tests.support.fake_kube_api import FakeKubeAPI, api_client_for
 from tests.support.pending_pods import EXPECTED, NAMESPACE, OURS, leave_waiting_pods
 

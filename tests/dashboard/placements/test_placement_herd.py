@@ -22,15 +22,15 @@ from dashboard.placements.pump import PlacementPump
 from dashboard.traffic.clients import keys, worker_client
 from dashboard.traffic.snapshots import SnapshotStore
 from dashboard.traffic.view import build_inputs
-from scheduler_core.cluster import NodeInfo, StaticCluster
-from scheduler_core.herd import InMemoryBindLog
-from scheduler_core.kube_api import KubernetesBinder
-from scheduler_core.kube_watch import Backoff
-from scheduler_core.placement_watch import PlacementWatcher
-from scheduler_core.profiles import load_profiles
+from scheduler_core.extender.protocol.cluster import NodeInfo, StaticCluster
+from scheduler_core.extender.scoring.herd import InMemoryBindLog
+from scheduler_core.extender.scoring.profiles import load_profiles
+from scheduler_core.extender.verbs import Extender
+from scheduler_core.kube.api import KubernetesBinder
+from scheduler_core.kube.placement_watch import PlacementWatcher
+from scheduler_core.kube.watch import Backoff
 from scheduler_core.traffic import TrafficSnapshot
 from scheduler_core.traffic.store import TrafficStore
-from scheduler_core.verbs import Extender
 from tests.support.fake_kube_api import FakeKubeAPI, api_client_for, write_kubeconfig
 
 OURS = "schedlens-scheduler"

@@ -14,7 +14,7 @@ from dashboard.models import Outcome, SchedulingCycle
 from dashboard.placements.models import ObservationKind, PlacementObservation
 from dashboard.placements.pump import PlacementPump
 from dashboard.placements.services import placements_reconcile, placements_record
-from scheduler_core.placement_watch import PlacementWatcher
+from scheduler_core.kube.placement_watch import PlacementWatcher
 from tests.support.fake_kube_api import FakeKubeAPI, api_client_for, failed_scheduling_event, write_kubeconfig
 
 pytestmark = pytest.mark.django_db
@@ -202,7 +202,7 @@ def test_the_pump_keeps_observations_while_the_database_is_down(monkeypatch: pyt
     from django.db import OperationalError
 
     from dashboard.placements import pump as pump_module
-    from scheduler_core.placement_watch import Observation
+    from scheduler_core.kube.placement_watch import Observation
 
     calls: list[str] = []
     real = pump_module.placements_record

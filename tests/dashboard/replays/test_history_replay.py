@@ -13,8 +13,8 @@ from dashboard.replays.models import ReplayStatus
 from dashboard.replays.selectors import history_replay_report
 from dashboard.replays.services import ReplayRequestInvalid, history_replay_run, history_replay_start
 from dashboard.selectors.cycles import cycle_read
+from scheduler_core.extender.record.structs import CycleRecords
 from scheduler_core.history_replay.report import CAVEATS
-from scheduler_core.record import CycleRecords
 
 pytestmark = pytest.mark.django_db
 

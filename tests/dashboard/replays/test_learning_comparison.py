@@ -22,7 +22,7 @@ from django.urls import reverse
 from dashboard.outcomes.services import outcomes_refresh
 from dashboard.replays.models import HistoryReplay
 from dashboard.replays.services import history_replay_run
-from scheduler_core.workload_traffic import MIN_SAMPLES
+from scheduler_core.extender.scoring.workload_traffic import MIN_SAMPLES
 from tests.support.kube_scheduler import KubeScheduler
 from tests.support.outcome_data import deployment_series
 from tests.support.prometheus_server import PrometheusServer, Series, start_prometheus

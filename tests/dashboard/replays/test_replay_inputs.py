@@ -1,6 +1,6 @@
 """The stored bodies read straight into a replay's columns (``dashboard.storage.replay_inputs``) replay exactly as
 the records the API serves do (``dashboard.selectors.cycles.cycle_read``, replayed by
-``scheduler_core.replay.replay``)."""
+``scheduler_core.history_replay.what_if.replay``)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from dashboard.models import shared_part_data
 from dashboard.replays.selectors import replay_rows
 from dashboard.selectors.cycles import cycle_read
 from dashboard.storage.replay_inputs import CycleReader
+from scheduler_core.extender.scoring.profiles import load_profiles
 from scheduler_core.history_replay.fast_replay import outcome_of, replay_columns
 from scheduler_core.history_replay.recorded_cycles import recorded_cycle_from_records
-from scheduler_core.profiles import load_profiles
-from scheduler_core.replay import RecordedInputs, replay, scenario_from_profile
+from scheduler_core.history_replay.what_if import RecordedInputs, replay, scenario_from_profile
 from tests.support.history import PROFILES
 from tests.support.stored_calls import stored_answer, stored_record
 

@@ -10,7 +10,7 @@ import pytest
 
 from dashboard.ingest.cycles import cycles_ingest_events
 from dashboard.models import VerbCall
-from scheduler_core.record import VerbEvent
+from scheduler_core.extender.record.structs import VerbEvent
 from tests.support.demo_verbs import NOW, cycle_events, demo_extender
 
 

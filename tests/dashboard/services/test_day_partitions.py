@@ -31,7 +31,7 @@ from dashboard.services import partitions, retention
 from dashboard.services.node_tallies import node_tallies_rebuild
 from dashboard.services.partitions import DAYS_AHEAD, day_partitions, partitions_ensure
 from dashboard.services.retention import AuditChainBrokenError, cycles_prune
-from scheduler_core.record import VerbEvent
+from scheduler_core.extender.record.structs import VerbEvent
 from tests.support.kube_scheduler import NODES
 
 pytestmark = pytest.mark.django_db

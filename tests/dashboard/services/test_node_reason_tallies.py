@@ -17,7 +17,7 @@ from dashboard.placements.models import ObservationKind
 from dashboard.placements.services import placements_record
 from dashboard.services.node_tallies import node_tallies_rebuild
 from dashboard.services.retention import cycles_prune
-from scheduler_core.spool_codec import decode_event, encode_event
+from scheduler_core.extender.record.spool_codec import decode_event, encode_event
 from tests.support.kube_scheduler import NODES, T0
 from tests.support.stored_calls import stored_record
 

@@ -21,8 +21,8 @@ from dashboard.models import SchedulingCycle, VerbCall
 from dashboard.spool import Spool
 from dashboard.storage.call_body import BODY_AS_SPOOLED, BODY_FORMAT, body_as_spooled
 from dashboard.storage.call_body_read import body_read
-from scheduler_core.record import FILTER, PRIORITIZE
-from scheduler_core.spool_codec import SPOOL_DERIVING, answer_of, encode_event
+from scheduler_core.extender.record.spool_codec import SPOOL_DERIVING, answer_of, encode_event
+from scheduler_core.extender.record.structs import FILTER, PRIORITIZE
 from tests.support.demo_verbs import cycle_events, demo_extender
 from tests.support.stored_calls import stored_answer, stored_record
 

@@ -40,13 +40,13 @@ from dashboard.storage.columns import (
     column_decode,
     column_encode,
 )
-from scheduler_core.binding import SimulatedBinder
-from scheduler_core.cluster import NodeInfo, StaticCluster
-from scheduler_core.profiles import load_profiles
-from scheduler_core.record import VerbEvent
-from scheduler_core.simulator import make_pod
-from scheduler_core.spool_codec import SPOOL_FRAMED, decode_event, encode_event
-from scheduler_core.verbs import Extender
+from scheduler_core.cli.simulator import make_pod
+from scheduler_core.extender.protocol.binding import SimulatedBinder
+from scheduler_core.extender.protocol.cluster import NodeInfo, StaticCluster
+from scheduler_core.extender.record.spool_codec import SPOOL_FRAMED, decode_event, encode_event
+from scheduler_core.extender.record.structs import VerbEvent
+from scheduler_core.extender.scoring.profiles import load_profiles
+from scheduler_core.extender.verbs import Extender
 from tests.support.demo_verbs import NOW, cycle_events, demo_extender
 from tests.support.inputs import traffic_store
 from tests.support.stored_calls import stored_answer, stored_record

@@ -21,7 +21,7 @@ from dashboard.storage.call_record import record_builtins
 from dashboard.storage.columns import column_decode
 from dashboard.storage.packed_json import PACK_KEY, stored_form, unpack
 from dashboard.storage.shared_parts import shared_part_decode
-from scheduler_core.record import FilterRecord
+from scheduler_core.extender.record.structs import FilterRecord
 from tests.golden.registry import (
     AUDIT_LINK,
     CALL_BODY,

@@ -10,7 +10,7 @@ from dashboard.outcomes.codec import OUTCOME_FORMS_READ
 from dashboard.replays.selectors import REPORT_FORMS_READ
 from dashboard.storage.call_body import BODY_FORMATS_READ, TRANSCODED_FORMATS
 from dashboard.storage.packed_json import PACK_KEY
-from scheduler_core.spool_codec import INTENT_FORMS, SPOOL_BINARY_FORMS
+from scheduler_core.extender.record.spool_codec import INTENT_FORMS, SPOOL_BINARY_FORMS
 from tests.dashboard import test_golden_spool_forms
 from tests.dashboard.outcomes import test_golden_outcome_forms
 from tests.dashboard.replays import test_golden_replay_report

@@ -13,13 +13,13 @@ from dashboard.selectors.cycles import call_reads, cycle_list_with_calls
 from dashboard.storage.call_body import BODY_FORMAT
 from dashboard.storage.call_record import record_builtins
 from dashboard.storage.packed_json import PACK_KEY, PackedDict, pack, unpack
-from scheduler_core.binding import SimulatedBinder
-from scheduler_core.cluster import NodeInfo, StaticCluster
-from scheduler_core.profiles import load_profiles
-from scheduler_core.spool_codec import decode_event, encode_event
+from scheduler_core.extender.protocol.binding import SimulatedBinder
+from scheduler_core.extender.protocol.cluster import NodeInfo, StaticCluster
+from scheduler_core.extender.record.spool_codec import decode_event, encode_event
+from scheduler_core.extender.scoring.profiles import load_profiles
+from scheduler_core.extender.verbs import Extender
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
 from scheduler_core.traffic.store import TrafficStore
-from scheduler_core.verbs import Extender
 from tests.support.stored_calls import stored_answer, stored_record
 
 NODES = [f"node-{i:04d}" for i in range(300)]

@@ -19,8 +19,8 @@ from dashboard.services.retention import cycles_prune
 from dashboard.storage.call_body import FilterBody
 from dashboard.storage.call_body_read import _body_decoder
 from dashboard.storage.shared_parts import MIN_SHARED_BYTES
-from scheduler_core.compression import decompressor
-from scheduler_core.record import VerbEvent
+from scheduler_core.extender.record.compression import decompressor
+from scheduler_core.extender.record.structs import VerbEvent
 from tests.support.demo_verbs import NOW, cycle_events, demo_extender
 from tests.support.stored_calls import stored_answer, stored_record
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dashboard.storage.call_record import record_from_json
-from scheduler_core.record import FILTER, PRIORITIZE
+from scheduler_core.extender.record.structs import FILTER, PRIORITIZE
 
 
 def test_a_record_of_the_wrong_shape_says_which_field_and_what_it_holds():

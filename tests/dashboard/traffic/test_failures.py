@@ -25,14 +25,14 @@ from dashboard.tasks import prefetch_traffic
 from dashboard.traffic.models import RefreshStatus, TrafficRefresh
 from dashboard.traffic.snapshots import Keys, query_key, query_to_dict
 from dashboard.traffic.view import HERD_LOCAL_ONLY, REDIS_UNAVAILABLE, RedisTrafficView
-from scheduler_core.binding import SimulatedBinder
-from scheduler_core.cluster import StaticCluster
-from scheduler_core.profiles import load_profiles
-from scheduler_core.record import VerbEvent
-from scheduler_core.spool_codec import decode_event
+from scheduler_core.extender.protocol.binding import SimulatedBinder
+from scheduler_core.extender.protocol.cluster import StaticCluster
+from scheduler_core.extender.protocol.wire import encode
+from scheduler_core.extender.record.spool_codec import decode_event
+from scheduler_core.extender.record.structs import VerbEvent
+from scheduler_core.extender.scoring.profiles import load_profiles
+from scheduler_core.extender.verbs import Extender
 from scheduler_core.traffic import TrafficQuery
-from scheduler_core.verbs import Extender
-from scheduler_core.wire import encode
 from tests.support.paths import REPO
 from tests.support.processes import free_port, wait_for
 from tests.support.prometheus_data import NODE_A_ETH0_RATE, NODE_B_ETH0_RATE

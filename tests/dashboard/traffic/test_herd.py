@@ -17,8 +17,8 @@ from dashboard.tasks import prefetch_traffic
 from dashboard.traffic.services import herd_record_bind
 from dashboard.traffic.snapshots import Keys, SnapshotStore, query_to_dict
 from dashboard.traffic.view import RedisTrafficView
-from scheduler_core.simulator import ExtenderClient, KubeSchedulerSimulator, SimulationStats, make_cluster
-from scheduler_core.spool_codec import decode_event
+from scheduler_core.cli.simulator import ExtenderClient, KubeSchedulerSimulator, SimulationStats, make_cluster
+from scheduler_core.extender.record.spool_codec import decode_event
 from scheduler_core.traffic import TrafficQuery
 from tests.support.live_server import LiveServer
 from tests.support.processes import wait_for

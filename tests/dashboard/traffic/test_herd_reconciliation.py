@@ -27,19 +27,19 @@ from dashboard.traffic.clients import keys, verb_client
 from dashboard.traffic.services import traffic_refresh
 from dashboard.traffic.sources import recent_pods_reader
 from dashboard.traffic.view import RedisTrafficView
-from scheduler_core.binding import SimulatedBinder
-from scheduler_core.cluster import StaticCluster
-from scheduler_core.explain import explain
-from scheduler_core.herd import InMemoryBindLog
-from scheduler_core.profiles import load_profiles
-from scheduler_core.recompute import recompute_explanation
-from scheduler_core.record import PluginScores, VerbEvent
+from scheduler_core.explanation.explain import explain
+from scheduler_core.explanation.recompute import recompute_explanation
+from scheduler_core.extender.protocol.binding import SimulatedBinder
+from scheduler_core.extender.protocol.cluster import StaticCluster
+from scheduler_core.extender.protocol.wire import encode
+from scheduler_core.extender.record.structs import PluginScores, VerbEvent
+from scheduler_core.extender.scoring.herd import InMemoryBindLog
+from scheduler_core.extender.scoring.profiles import load_profiles
+from scheduler_core.extender.verbs import Extender
 from scheduler_core.traffic import TrafficQuery, TrafficSourceError
 from scheduler_core.traffic.pods import PodReads
 from scheduler_core.traffic.prometheus import PrometheusTrafficSource
 from scheduler_core.traffic.store import TrafficStore
-from scheduler_core.verbs import Extender
-from scheduler_core.wire import encode
 from tests.support.profile_versions import store_served_versions
 from tests.support.prometheus_data import FUTURE_SECONDS, STEP_SECONDS, counter_samples
 from tests.support.prometheus_server import PrometheusServer, Series, start_prometheus

@@ -7,7 +7,7 @@ import msgspec
 import pytest
 
 from dashboard.traffic.sources import NO_PROMETHEUS
-from scheduler_core.spool_codec import decode_event
+from scheduler_core.extender.record.spool_codec import decode_event
 
 POD = {"metadata": {"name": "web-1", "namespace": "shop", "uid": "uid-web-1"}, "spec": {"containers": []}}
 BODY = msgspec.json.encode({"Pod": POD, "Nodes": None, "NodeNames": ["node-1", "node-2"]})

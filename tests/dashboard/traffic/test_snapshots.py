@@ -18,13 +18,13 @@ from dashboard.traffic.models import RefreshStatus, TrafficRefresh
 from dashboard.traffic.schedule import PREFETCH_TASK, PRUNE_CYCLES_TASK, PRUNE_TASK, traffic_beat_schedule
 from dashboard.traffic.snapshots import Keys, SnapshotStore, query_from_dict, query_key, query_to_dict
 from dashboard.traffic.view import RedisTrafficView
-from scheduler_core.binding import SimulatedBinder
-from scheduler_core.cluster import StaticCluster
-from scheduler_core.profiles import load_profiles
+from scheduler_core.extender.protocol.binding import SimulatedBinder
+from scheduler_core.extender.protocol.cluster import StaticCluster
+from scheduler_core.extender.protocol.wire import encode
+from scheduler_core.extender.scoring.profiles import load_profiles
+from scheduler_core.extender.verbs import Extender
 from scheduler_core.traffic import TrafficQuery
 from scheduler_core.traffic.prometheus import NO_NODE_LABEL
-from scheduler_core.verbs import Extender
-from scheduler_core.wire import encode
 from tests.support.processes import wait_for
 from tests.support.prometheus_data import (
     NODE_A_ETH0_RATE,

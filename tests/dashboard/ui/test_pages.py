@@ -12,9 +12,9 @@ from django.urls import reverse
 
 from dashboard.models import Outcome, SchedulingCycle
 from dashboard.ui.middleware import POLICY
-from scheduler_core.binding import SimulatedBinder
-from scheduler_core.profiles import load_profiles
-from scheduler_core.verbs import Extender
+from scheduler_core.extender.protocol.binding import SimulatedBinder
+from scheduler_core.extender.scoring.profiles import load_profiles
+from scheduler_core.extender.verbs import Extender
 from tests.support.inputs import traffic_store
 from tests.support.recording import CLUSTER, PROFILES, Recorder, make_pod
 

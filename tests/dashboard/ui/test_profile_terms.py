@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from scheduler_core.binding import SimulatedBinder
-from scheduler_core.profiles import ProfileError, load_profiles
-from scheduler_core.verbs import Extender
+from scheduler_core.extender.protocol.binding import SimulatedBinder
+from scheduler_core.extender.scoring.profiles import ProfileError, load_profiles
+from scheduler_core.extender.verbs import Extender
 from tests.support.inputs import traffic_store
 from tests.support.recording import CLUSTER, TRAFFIC, Recorder
 

@@ -23,8 +23,8 @@ from dashboard.replays.services import history_replay_run, history_replay_start
 from dashboard.ui.middleware import POLICY
 from dashboard.ui.replay_presenters import what_if_link
 from dashboard.ui.replay_views import MAX_FORM_BYTES
+from scheduler_core.extender.scoring.profiles import load_profiles
 from scheduler_core.history_replay.scenarios import candidate_description
-from scheduler_core.profiles import load_profiles
 from tests.support.recording import PROFILES, Recorder, make_pod
 
 pytestmark = pytest.mark.django_db

@@ -12,11 +12,11 @@ from django.urls import reverse
 from dashboard.models import SchedulingCycle
 from dashboard.selectors.cycles import cycle_get_read
 from dashboard.ui import presenters
-from scheduler_core.answer import DEFAULT_ANSWER_SCALE
-from scheduler_core.binding import SimulatedBinder
-from scheduler_core.profiles import load_profiles
-from scheduler_core.traffic_terms import TrafficTerms
-from scheduler_core.verbs import Extender
+from scheduler_core.extender.protocol.binding import SimulatedBinder
+from scheduler_core.extender.scoring.answer import DEFAULT_ANSWER_SCALE
+from scheduler_core.extender.scoring.profiles import load_profiles
+from scheduler_core.extender.scoring.traffic_terms import TrafficTerms
+from scheduler_core.extender.verbs import Extender
 from tests.support.inputs import traffic_store
 from tests.support.recording import CLUSTER, PROFILES, TRAFFIC, Recorder, make_pod
 

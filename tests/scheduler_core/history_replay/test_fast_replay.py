@@ -1,4 +1,5 @@
-"""The vectorized replay of a history replay gives exactly what ``scheduler_core.replay.replay`` gives."""
+"""The vectorized replay of a history replay gives exactly what ``scheduler_core.history_replay.what_if.replay``
+gives."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scheduler_core.extender.record.structs import FilterRecord, PluginScores, PrioritizeRecord
 from scheduler_core.history_replay.fast_replay import batch_key, batch_of, outcome_of, replay_batch, replay_columns
 from scheduler_core.history_replay.recorded_cycles import SMALLEST_BYTES, columns_from_inputs
-from scheduler_core.record import FilterRecord, PluginScores, PrioritizeRecord
-from scheduler_core.replay import RecordedInputs, Scenario, replay
+from scheduler_core.history_replay.what_if import RecordedInputs, Scenario, replay
 
 FILTERS = ("TrafficThreshold", "NodeResourceFitByCR", "SomeOtherFilter")
 SCORERS = ("NetworkTraffic", "NodeResourceFitByCR", "ImageLocality")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler_core.extender.scoring.workload_traffic import MIN_SAMPLES, PodSample, WorkloadKey
 from scheduler_core.history_replay.learning import Bind, LearnedHistory, MeasuredPod, herd_bytes
-from scheduler_core.workload_traffic import MIN_SAMPLES, PodSample, WorkloadKey
 
 API = WorkloadKey("shop", "Deployment", "api")
 DAY = 86400.0

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from scheduler_core.extender.record.structs import PluginScores, PrioritizeRecord
 from scheduler_core.outcomes.arithmetic import (
     WindowOutcome,
     bucket_counts,
@@ -15,7 +16,6 @@ from scheduler_core.outcomes.arithmetic import (
     spread,
     stayed_quietest,
 )
-from scheduler_core.record import PluginScores, PrioritizeRecord
 
 
 def record(**traffic: list) -> PrioritizeRecord:
