@@ -31,6 +31,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from django.db.models import Max, Min
 
+from dashboard.audit.lock import lock_chain
 from dashboard.models import AuditCheckpoint, AuditVerification, ChainOrigin, SharedPart, VerbCall
 from dashboard.services.node_tallies import DayTallies, tally_call
 from dashboard.storage.packed_json import stored_form
@@ -64,26 +65,6 @@ _json_string = encode_basestring_ascii
 """``json.dumps`` of a string, without its dispatch (the same C function writes it)."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = datetime.resolution
-CHAIN_LOCK_KEY = 0x5C4ED1E5A0D17
-"""``pg_advisory_xact_lock`` key (an arbitrary constant)."""
-
-
-# --- the chain lock ------------------------------------------------------------------------------------
-
-
-def lock_chain() -> None:
-    """Hold the chain until the current transaction ends: the lock every writer of the chain, and of the node counts
-    kept beside it, takes first.
-
-    Chain appends (the ingester), prunes (retention) and the node counts' rebuild take it inside their transaction,
-    before they read the chain's head or its calls: appends are then serialized, so id order is chain order, and a
-    prune or a rebuild never sees half of an ingest batch. On SQLite the database's single writer does this: a
-    second writer fails with "database is locked" (an ingester retries from the spool)."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CHAIN_LOCK_KEY])
-
-
 # --- canonical content and links ---------------------------------------------------------------------
 
 

@@ -5,13 +5,14 @@ calls is one round trip however many there are), with the cycles' ids drawn from
 calls and postings can point at them; on SQLite, by ``bulk_create``. A new call's row is built once
 (:func:`call_row`), in the names its chain link covers, and only :func:`insert_calls` writes it one way or the other.
 Rows that may exist already go in by upserts: node postings and the ingest's node counts as arrays the database
-aggregates (:func:`postings_add`, :func:`tallies_upsert`), other node counts by :func:`copy_upsert`.
+aggregates (:func:`postings_add`, :func:`tallies_upsert`); the other node counts are upserted by
+``dashboard.services.node_tallies`` itself.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from itertools import chain, repeat
@@ -282,24 +283,3 @@ def tallies_upsert(nodes: NodeElements, reasons: ReasonElements, *, day: date) -
                 "excluded.count",
                 [_json(reasons.nodes), _json(reasons.plugins), _json(reasons.reasons), day],
             )
-
-
-def copy_upsert(table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], conflict: str) -> None:
-    """PostgreSQL: COPY ``rows`` into a temporary table like ``table``, then one ``INSERT … SELECT … ON CONFLICT``.
-
-    COPY streams thousands of values without building (and quoting, client side) a statement that holds them all.
-    ``conflict`` is the ``ON CONFLICT`` clause; ``table`` and ``columns`` are identifiers from a model. The node
-    counts (``dashboard.services.node_tallies``) are upserted this way too.
-    """
-    q = connection.ops.quote_name
-    staging = q(f"staging_{table}")
-    names = ", ".join(q(c) for c in columns)
-    with connection.cursor() as cursor:
-        cursor.execute(  # the columns' types, without constraints or defaults; once per connection
-            f"CREATE TEMPORARY TABLE IF NOT EXISTS {staging} AS SELECT {names} FROM {q(table)} WITH NO DATA"  # noqa: S608
-        )
-        with cursor.cursor.copy(f"COPY {staging} ({names}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
-        cursor.execute(f"INSERT INTO {q(table)} ({names}) SELECT {names} FROM {staging} {conflict}")  # noqa: S608
-        cursor.execute(f"TRUNCATE {staging}")

@@ -24,6 +24,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Model
 from django.db.models.functions import Greatest
 
+from dashboard.audit.lock import lock_chain
 from dashboard.ingest.sanitize import clip
 from dashboard.models import (
     REASON_LIMIT,
@@ -169,16 +170,31 @@ def tallies_merge(into: dict[str, NodeCounts], more: Mapping[str, NodeCounts]) -
             tally.last_seen_at = seen
 
 
+def _copy_upsert(table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], conflict: str) -> None:
+    """PostgreSQL: COPY ``rows`` into a temporary table like ``table``, then one ``INSERT … SELECT … ON CONFLICT``.
+
+    COPY streams thousands of values without building (and quoting, client side) a statement that holds them all.
+    ``conflict`` is the ``ON CONFLICT`` clause; ``table`` and ``columns`` are identifiers from a model."""
+    q = connection.ops.quote_name
+    staging = q(f"staging_{table}")
+    names = ", ".join(q(c) for c in columns)
+    with connection.cursor() as cursor:
+        cursor.execute(  # the columns' types, without constraints or defaults; once per connection
+            f"CREATE TEMPORARY TABLE IF NOT EXISTS {staging} AS SELECT {names} FROM {q(table)} WITH NO DATA"  # noqa: S608
+        )
+        with cursor.cursor.copy(f"COPY {staging} ({names}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        cursor.execute(f"INSERT INTO {q(table)} ({names}) SELECT {names} FROM {staging} {conflict}")  # noqa: S608
+        cursor.execute(f"TRUNCATE {staging}")
+
+
 def _upsert(table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], conflict: str) -> None:
     """Insert ``rows`` or update on ``conflict`` (PostgreSQL: through COPY; SQLite: per chunk of rows)."""
     if not rows:
         return
     if connection.vendor == "postgresql":
-        # Imported here: the ingest's writes link their calls with dashboard.audit.chain, which counts them with
-        # this module (a cycle at import time).
-        from dashboard.ingest.record_writes import copy_upsert
-
-        copy_upsert(table, columns, rows, conflict)
+        _copy_upsert(table, columns, rows, conflict)
         return
     q = connection.ops.quote_name
     per_statement = max(1, (connection.features.max_query_params or 999) // len(columns))
@@ -372,9 +388,6 @@ def node_tallies_rebuild() -> int:
     tallies: dict[str, NodeCounts] = {}
     by_day: dict[date, dict[str, NodeCounts]] = {}
     fields = ("verb", "http_status", "error", "record_json", "body", "started_at", "recorded_at")
-    # Imported here: dashboard.audit.chain counts the calls it links with this module (a cycle at import time).
-    from dashboard.audit.chain import lock_chain
-
     with transaction.atomic():
         lock_chain()
         for values in VerbCall.objects.filter(verb__in=[FILTER, BIND]).values(*fields).iterator(2000):

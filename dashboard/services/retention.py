@@ -17,7 +17,8 @@ from django.db import connection, transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
-from dashboard.audit.chain import ChainReport, ChainWalk, chain_walk, checkpoint_link, lock_chain
+from dashboard.audit.chain import ChainReport, ChainWalk, chain_walk, checkpoint_link
+from dashboard.audit.lock import lock_chain
 from dashboard.models import AuditCheckpoint, SchedulingCycle, SharedPart, VerbCall
 from dashboard.placements.models import PlacementObservation
 from dashboard.services.node_tallies import (
