@@ -20,7 +20,7 @@ from scheduler_core.extender.protocol.wire import MAX_EXTENDER_PRIORITY as MAX_A
 from scheduler_core.extender.scoring.plugins.base import NEUTRAL_SCORE
 from scheduler_core.extender.scoring.plugins.traffic import NetworkTraffic, TrafficThreshold
 from scheduler_core.extender.scoring.units import human_rate
-from scheduler_core.history_replay.recorded_cycles import Bools, CycleColumns, CycleShape, Floats, Ints
+from scheduler_core.history_replay.recorded_cycles import Bools, CycleColumns, CycleShape, Floats, Ints, Stage
 from scheduler_core.history_replay.what_if import NOT_PRIORITIZED, ReplayResult, Scenario
 
 
@@ -49,32 +49,6 @@ def _traffic_arrays(columns: CycleColumns) -> tuple[Floats, Floats, bool, bool]:
     filter_raws = np.where(np.isnan(fr_full), sr, fr_full)
     score_raws = np.where(np.isnan(sr), fr_full, sr)
     return filter_raws, score_raws, usable, neutral or not usable
-
-
-@dataclass(slots=True)
-class Stage:
-    """What a scenario makes of a shape and its traffic figures, the same for every cycle that shares them: who
-    passes, and the figures the scores start from."""
-
-    passed: Bools
-    """Reached prioritize in the replay (passed every filter and was sent to prioritize)."""
-    feasible: Ints
-    """Candidate positions of the nodes that passed, in candidate order."""
-    sent: Ints
-    """Their places in the prioritize lists (``len(positions)``: not sent, no recorded scores)."""
-    all_sent: bool
-    """Every node that passed was sent to prioritize (has recorded scores)."""
-    sent_identity: bool
-    """``sent`` is every place in order: the prioritize lists need no gathering."""
-    all_known: bool
-    """Every node that passed has a traffic figure."""
-    score_raws: Floats
-    """Per candidate, the raw bytes ``NetworkTraffic`` scores (NaN: none)."""
-    usable: bool
-    neutral: bool
-    traffic_missing: Bools | None
-    traffic_above: Bools | None
-    reason_above: str
 
 
 def _stage(columns: CycleColumns, scenario: Scenario) -> Stage:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -24,18 +24,41 @@ from scheduler_core.extender.scoring.answer import DEFAULT_ANSWER_SCALE
 from scheduler_core.extender.scoring.plugins.traffic import NetworkTraffic
 from scheduler_core.history_replay.what_if import RecordedInputs, Scenario
 
-if TYPE_CHECKING:  # for annotations only: fast_replay imports this module
-    from scheduler_core.history_replay.fast_replay import Stage
-
 Floats = NDArray[np.float64]
 Bools = NDArray[np.bool_]
 Ints = NDArray[np.int64]
 
 
+@dataclass(slots=True)
+class Stage:
+    """What a scenario makes of a shape and its traffic figures, the same for every cycle that shares them: who
+    passes, and the figures the scores start from."""
+
+    passed: Bools
+    """Reached prioritize in the replay (passed every filter and was sent to prioritize)."""
+    feasible: Ints
+    """Candidate positions of the nodes that passed, in candidate order."""
+    sent: Ints
+    """Their places in the prioritize lists (``len(positions)``: not sent, no recorded scores)."""
+    all_sent: bool
+    """Every node that passed was sent to prioritize (has recorded scores)."""
+    sent_identity: bool
+    """``sent`` is every place in order: the prioritize lists need no gathering."""
+    all_known: bool
+    """Every node that passed has a traffic figure."""
+    score_raws: Floats
+    """Per candidate, the raw bytes ``NetworkTraffic`` scores (NaN: none)."""
+    usable: bool
+    neutral: bool
+    traffic_missing: Bools | None
+    traffic_above: Bools | None
+    reason_above: str
+
+
 class CycleShape:
     """What many cycles share: the candidates, the filter's failures, passed nodes and traffic figures (one
     snapshot's, for one kind of pod), and which candidates were sent to prioritize. Arrays are never written to once
-    made; what a scenario makes of a shape (:class:`~scheduler_core.history_replay.fast_replay.Stage`) is kept on it."""
+    made; what a scenario makes of a shape (:class:`Stage`) is kept on it."""
 
     __slots__ = (
         "_sent_of",
