@@ -24,8 +24,9 @@ from django.db.models import Prefetch, QuerySet
 from dashboard.models import SchedulingCycle, VerbCall
 from dashboard.selectors.cycles import CallRead, CycleRead, cycle_read
 from dashboard.storage.call_record import record_builtins
-from scheduler_core.explanation.explain import Explanation, NodeExplanation, ScoreTerm
+from scheduler_core.explanation.explain import Explanation
 from scheduler_core.explanation.figures import ImageFigures, ResourceFigures, TrafficFigures
+from scheduler_core.explanation.nodes import NodeExplanation, ScoreTerm
 from scheduler_core.extender.scoring.plugins.image_locality import ImageLocality
 from scheduler_core.extender.scoring.plugins.node_resources import NodeResourceFitByCR
 from scheduler_core.extender.scoring.plugins.traffic import NetworkTraffic

@@ -13,8 +13,9 @@ from typing import Any
 
 from dashboard.models import Outcome, SchedulingCycle
 from dashboard.selectors.cycles import CallRead
-from scheduler_core.explanation.explain import Explanation, NodeExplanation, contribution, explain
+from scheduler_core.explanation.explain import Explanation, contribution, explain
 from scheduler_core.explanation.figures import TrafficFigures
+from scheduler_core.explanation.nodes import NodeExplanation
 from scheduler_core.extender.record.structs import FILTER, PRIORITIZE, FilterRecord, PrioritizeRecord
 from scheduler_core.extender.scoring.plugins.traffic import NetworkTraffic
 from scheduler_core.extender.scoring.traffic_terms import TrafficTerms

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler_core.extender.protocol.wire import MAX_EXTENDER_PRIORITY
+from scheduler_core.extender.record.structs import SOURCE_LEARNED
 from scheduler_core.extender.scoring.answer import fixed_answer, preference_tied, spread_answer
-from scheduler_core.extender.scoring.workload_traffic import SOURCE_LEARNED
 
 TOLERANCE = 1.5e-4
 """A score is kept to 4 decimals (``engine.round4``: times 10⁴, rounded half to even): a mean that falls on a 5 in

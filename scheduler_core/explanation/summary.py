@@ -11,16 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from scheduler_core.explanation.figures import seconds_text
-from scheduler_core.extender.record.structs import FilterRecord, PrioritizeRecord
+from scheduler_core.explanation.nodes import NodeExplanation
+from scheduler_core.extender.record.structs import SOURCE_CONSTANT, FilterRecord, PrioritizeRecord
 from scheduler_core.extender.scoring.plugins.traffic import NetworkTraffic
 from scheduler_core.extender.scoring.units import human_bytes
-from scheduler_core.extender.scoring.workload_traffic import SOURCE_CONSTANT
-
-if TYPE_CHECKING:  # for annotations only: explain imports this module
-    from scheduler_core.explanation.explain import NodeExplanation
 
 MAX_LISTED_EXCLUSIONS = 5
 """The summary names this many excluded nodes, then says how many more; the structure has them all."""
