@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 from rest_framework import serializers
 
-from scheduler_core.extender.scoring.workload_traffic import AssumedBytes
+from scheduler_core.extender.record.structs import AssumedBytes
 from scheduler_core.history_replay.report import LearningComparison
 
 

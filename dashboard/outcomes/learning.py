@@ -19,15 +19,14 @@ from dashboard.outcomes.codec import windows_decode
 from dashboard.outcomes.learned_table import PROCESS_LEARNED, learned_key
 from dashboard.outcomes.models import OutcomeStatus, PlacementOutcome
 from dashboard.traffic.clients import worker_client
+from scheduler_core.extender.protocol.workloads import WorkloadKey, workload_of
 from scheduler_core.extender.scoring.workload_traffic import (
     LOOKBACK_DAYS,
     LearnedTraffic,
     PodSample,
-    WorkloadKey,
     encode_learned,
     learn,
     rate_after_warmup,
-    workload_of,
 )
 
 log = logging.getLogger(__name__)

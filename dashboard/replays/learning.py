@@ -16,16 +16,11 @@ from django.db.models import Q
 from dashboard.models import Outcome, SchedulingCycle
 from dashboard.outcomes.codec import windows_decode
 from dashboard.outcomes.models import OutcomeStatus, PlacementOutcome
+from scheduler_core.extender.protocol.workloads import WorkloadKey, workload_of
+from scheduler_core.extender.record.structs import AssumedBytes
 from scheduler_core.extender.scoring.plugins.traffic import NetworkTraffic, NetworkTrafficArgs
 from scheduler_core.extender.scoring.traffic_terms import window_seconds
-from scheduler_core.extender.scoring.workload_traffic import (
-    LOOKBACK_DAYS,
-    AssumedBytes,
-    PodSample,
-    WorkloadKey,
-    rate_after_warmup,
-    workload_of,
-)
+from scheduler_core.extender.scoring.workload_traffic import LOOKBACK_DAYS, PodSample, rate_after_warmup
 from scheduler_core.history_replay.learning import (
     LEARNING_FIGURES,
     Assumptions,
@@ -83,7 +78,7 @@ _OUTCOME_FIELDS = (
 )
 _OWNED_BY_NAME = ("ReplicaSet", "Job")
 """Owners whose name is their workload's and a suffix
-(``scheduler_core.extender.scoring.workload_traffic.workload_of``)."""
+(``scheduler_core.extender.protocol.workloads.workload_of``)."""
 
 
 def _of_workloads(keys: set[WorkloadKey]) -> Q:

@@ -46,6 +46,7 @@ from scheduler_core.extender.record.structs import (
     NODE_CACHE,
     PREEMPT,
     PRIORITIZE,
+    SOURCE_CONSTANT,
     BindIntent,
     BindRecord,
     FilterRecord,
@@ -60,7 +61,7 @@ from scheduler_core.extender.scoring.herd import RecentBinds
 from scheduler_core.extender.scoring.plugins import CycleContext
 from scheduler_core.extender.scoring.plugins.base import SharedColumns, TrafficView, new_shared_columns, shared_column
 from scheduler_core.extender.scoring.profiles import Profile
-from scheduler_core.extender.scoring.workload_traffic import SOURCE_CONSTANT, LearnedTrafficStore
+from scheduler_core.extender.scoring.workload_traffic import LearnedTrafficStore
 
 SERVER_ID = f"{socket.gethostname()}:{os.getpid()}"
 log = logging.getLogger(__name__)

@@ -20,17 +20,17 @@ from datetime import datetime
 import msgspec
 import numpy as np
 
+from scheduler_core.extender.protocol.workloads import WorkloadKey
+from scheduler_core.extender.record.structs import AssumedBytes
 from scheduler_core.extender.scoring.plugins.traffic import NetworkTraffic
 from scheduler_core.extender.scoring.workload_traffic import (
     HALF_LIFE_DAYS,
     LOOKBACK_DAYS,
     MIN_SAMPLES,
     PERCENTILE,
-    AssumedBytes,
     Learned,
     LearnedTraffic,
     PodSample,
-    WorkloadKey,
     assumed_bytes,
     decayed_percentile,
 )

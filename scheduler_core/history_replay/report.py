@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import msgspec
 
-from scheduler_core.extender.scoring.workload_traffic import AssumedBytes
+from scheduler_core.extender.record.structs import AssumedBytes
 
 CAVEATS: tuple[str, ...] = (
     "Recorded inputs are reused: each cycle is replayed over the candidates kube-scheduler sent then, the traffic "

@@ -16,7 +16,7 @@ import msgspec
 from scheduler_core.decode_errors import document_refusal
 from scheduler_core.extender.lru import LRU
 from scheduler_core.extender.protocol import wire
-from scheduler_core.extender.scoring.workload_traffic import WorkloadKey, override_bytes, workload_of
+from scheduler_core.extender.protocol.workloads import WorkloadKey, override_bytes, workload_of
 
 NODE_RESOURCES_GROUP = "schedlens.io"
 NODE_RESOURCES_VERSION = "v1alpha1"

@@ -39,8 +39,14 @@ from scheduler_core.extender.lru import LRU
 from scheduler_core.extender.protocol.wire import encode_host_priorities
 from scheduler_core.extender.record.compression import compressor, decompressor
 from scheduler_core.extender.record.formulas import derived_final, derived_scores, final_derives, scores_derive
-from scheduler_core.extender.record.structs import BindIntent, FilterRecord, PluginScores, PrioritizeRecord, VerbEvent
-from scheduler_core.extender.scoring.plugins.traffic import NetworkTraffic
+from scheduler_core.extender.record.structs import (
+    NETWORK_TRAFFIC,
+    BindIntent,
+    FilterRecord,
+    PluginScores,
+    PrioritizeRecord,
+    VerbEvent,
+)
 
 _names_decoder = msgspec.msgpack.Decoder(list[str])
 _failures_decoder = msgspec.msgpack.Decoder(dict[str, dict[str, str]])
@@ -196,7 +202,7 @@ DERIVED_FRAME = -1
 def _scores_derived(plugin: PluginScores) -> tuple[str, ...]:
     # Tried for the plugin whose formula it is only: another plugin's scores are spooled without converting its
     # columns for a check that fails. Read back whatever the plugin (frame DERIVED_FRAME: the inverse share).
-    return ("scores",) if plugin.name == NetworkTraffic.name and scores_derive(plugin) else ()
+    return ("scores",) if plugin.name == NETWORK_TRAFFIC and scores_derive(plugin) else ()
 
 
 def _fill_scores(plugin: PluginScores) -> None:

@@ -13,7 +13,7 @@ from typing import Final, Literal
 
 import msgspec
 
-from scheduler_core.extender.scoring.workload_traffic import AssumedBytes
+from scheduler_core.extender.protocol.workloads import OVERRIDE_ANNOTATION
 
 FILTER: Final = "filter"
 PRIORITIZE: Final = "prioritize"
@@ -25,7 +25,46 @@ VERBS: Final = (FILTER, PRIORITIZE, BIND, PREEMPT)
 NODE_CACHE = "NodeCache"
 """The pseudo-plugin a prioritize record names for nodes kube-scheduler sent that the node cache does not know:
 they answer 0 whatever the plugins said (its ``notes`` name them)."""
+NETWORK_TRAFFIC: Final = "NetworkTraffic"
+TRAFFIC_THRESHOLD: Final = "TrafficThreshold"
+NODE_RESOURCE_FIT_BY_CR: Final = "NodeResourceFitByCR"
+IMAGE_LOCALITY: Final = "ImageLocality"
+"""The plugins' names, as profiles name them and records carry them (``PluginScores.name``, a failure's plugin). A
+stored record is read by these names long after it was written, so they belong to the record's format: each plugin
+class takes its ``name`` from here, and a reader of records (the spool codec, the outcomes) needs no plugin code."""
+SOURCE_CONSTANT: Final = "constant"
+SOURCE_LEARNED: Final = "learned"
+SOURCE_OVERRIDE: Final = "override"
+"""Where a pod's assumed bytes come from (``AssumedBytes.source``): the profile's constant, its workload's learned
+figure (``scheduler_core.extender.scoring.workload_traffic``), or the pod's own annotation."""
 NodeMode = Literal["names", "nodes", ""]
+
+
+class AssumedBytes(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
+    """What a pod is assumed to add to its node once bound, and where that comes from: the record keeps it so that an
+    explanation can say it and ``verify_explanations`` can recompute it."""
+
+    bytes: float
+    source: str = SOURCE_CONSTANT
+    """``constant`` (``assumedBytesPerPod``), ``learned`` or ``override`` (the pod's annotation)."""
+    workload: str = ""
+    """``kind namespace/name`` of the pod's workload; empty: none known."""
+    pods: int = 0
+    """How many pods the learned figure comes from (0 unless learned)."""
+    bytes_per_second: float = 0.0
+    """The learned rate the bytes are over the query window (0 unless learned)."""
+    percentile: float = 0.0
+    lookback_days: int = 0
+
+    def text(self) -> str:
+        if self.source == SOURCE_OVERRIDE:
+            return f"override: the pod's {OVERRIDE_ANNOTATION} annotation"
+        if self.source == SOURCE_LEARNED:
+            return (
+                f"learned from {self.pods} pods of {self.workload}, "
+                f"p{round(self.percentile * 100)} over the last {self.lookback_days} days"
+            )
+        return "fallback: the constant assumedBytesPerPod"
 
 
 class FilterRecord(msgspec.Struct, omit_defaults=True, gc=False):

@@ -1,9 +1,7 @@
 """Traffic learned per workload: what the herd estimate assumes a newly bound pod adds to its node.
 
-A pod's workload is its owner (``ownerReferences``), climbed one step by name: a ReplicaSet named
-``<deployment>-<pod-template-hash>`` belongs to that Deployment, a Job named ``<cronjob>-<scheduled minute>`` to that
-CronJob (the names their controllers give them). The same climb applies to the owners kube-state-metrics reports for
-measured pods, so both sides name a workload alike.
+A pod's workload is its owner, climbed one step by name (``scheduler_core.extender.protocol.workloads``); what it is
+assumed to add and where that comes from is recorded as a ``scheduler_core.extender.record.structs.AssumedBytes``.
 
 What a workload's pods did is learned in the background (the outcome job, from its measured placements: never a verb)
 into a :class:`LearnedTraffic` table the verbs look up per pod in O(1). A pod's assumed bytes are, in this order:
@@ -19,59 +17,19 @@ and a pod measured ``HALF_LIFE_DAYS`` ago weighs half as much as one measured no
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
 import msgspec
 
-OVERRIDE_ANNOTATION: Final = "schedlens.io/assumed-bytes"
+from scheduler_core.extender.protocol.workloads import WorkloadKey
+from scheduler_core.extender.record.structs import SOURCE_CONSTANT, SOURCE_LEARNED, SOURCE_OVERRIDE, AssumedBytes
+
 PERCENTILE: Final = 0.9
 MIN_SAMPLES: Final = 5
 HALF_LIFE_DAYS: Final = 3.0
 LOOKBACK_DAYS: Final = 7
-SOURCE_CONSTANT: Final = "constant"
-SOURCE_LEARNED: Final = "learned"
-SOURCE_OVERRIDE: Final = "override"
-
-_TEMPLATE_HASH = re.compile(r"^(?P<parent>.+)-[bcdfghjklmnpqrstvwxz2456789]{1,10}$")
-"""Kubernetes' ``pod-template-hash``: ``rand.SafeEncodeString`` of a hash, drawn from this alphabet (no vowels)."""
-_SCHEDULED_MINUTE = re.compile(r"^(?P<parent>.+)-\d{8,}$")
-"""A CronJob's Job: its name and the scheduled time in Unix minutes."""
-
-
-class WorkloadKey(msgspec.Struct, frozen=True, gc=False, array_like=True):
-    namespace: str
-    kind: str
-    name: str
-
-    def text(self) -> str:
-        return f"{self.kind.lower()} {self.namespace}/{self.name}"
-
-
-def workload_of(namespace: str, kind: str, name: str) -> WorkloadKey | None:
-    """The workload an owner of ``kind``/``name`` stands for (None: no owner)."""
-    if not kind or not name:
-        return None
-    if kind == "ReplicaSet" and (found := _TEMPLATE_HASH.match(name)):
-        return WorkloadKey(namespace, "Deployment", found["parent"])
-    if kind == "Job" and (found := _SCHEDULED_MINUTE.match(name)):
-        return WorkloadKey(namespace, "CronJob", found["parent"])
-    return WorkloadKey(namespace, kind, name)
-
-
-def override_bytes(annotations: Mapping[str, str] | None) -> float | None:
-    """The pod's override of its assumed bytes; None without one or when it does not read as bytes ≥ 0."""
-    text = (annotations or {}).get(OVERRIDE_ANNOTATION)
-    if text is None:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) and value >= 0 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,33 +112,6 @@ def learn(
             rate = decayed_percentile(recent, now, percentile=percentile, half_life_days=half_life_days)
             table[key] = Learned(rate, len(recent))
     return LearnedTraffic(table, now, percentile, lookback_days, min_samples)
-
-
-class AssumedBytes(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
-    """What a pod is assumed to add to its node once bound, and where that comes from: the record keeps it so that an
-    explanation can say it and ``verify_explanations`` can recompute it."""
-
-    bytes: float
-    source: str = SOURCE_CONSTANT
-    """``constant`` (``assumedBytesPerPod``), ``learned`` or ``override`` (the pod's annotation)."""
-    workload: str = ""
-    """``kind namespace/name`` of the pod's workload; empty: none known."""
-    pods: int = 0
-    """How many pods the learned figure comes from (0 unless learned)."""
-    bytes_per_second: float = 0.0
-    """The learned rate the bytes are over the query window (0 unless learned)."""
-    percentile: float = 0.0
-    lookback_days: int = 0
-
-    def text(self) -> str:
-        if self.source == SOURCE_OVERRIDE:
-            return f"override: the pod's {OVERRIDE_ANNOTATION} annotation"
-        if self.source == SOURCE_LEARNED:
-            return (
-                f"learned from {self.pods} pods of {self.workload}, "
-                f"p{round(self.percentile * 100)} over the last {self.lookback_days} days"
-            )
-        return "fallback: the constant assumedBytesPerPod"
 
 
 def assumed_bytes(

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler_core.extender.scoring.workload_traffic import MIN_SAMPLES, PodSample, WorkloadKey
+from scheduler_core.extender.protocol.workloads import WorkloadKey
+from scheduler_core.extender.scoring.workload_traffic import MIN_SAMPLES, PodSample
 from scheduler_core.history_replay.learning import Bind, LearnedHistory, MeasuredPod, herd_bytes
 
 API = WorkloadKey("shop", "Deployment", "api")

@@ -14,9 +14,9 @@ from numpy.typing import NDArray
 
 from scheduler_core.extender.lru import LRU
 from scheduler_core.extender.protocol.cluster import ClusterView, NodeInfo, PodInfo
-from scheduler_core.extender.record.structs import ReconciledBind
+from scheduler_core.extender.record.structs import AssumedBytes, ReconciledBind
 from scheduler_core.extender.scoring.herd import NO_BINDS, RecentBinds
-from scheduler_core.extender.scoring.workload_traffic import NOTHING_LEARNED, AssumedBytes, LearnedTraffic
+from scheduler_core.extender.scoring.workload_traffic import NOTHING_LEARNED, LearnedTraffic
 from scheduler_core.traffic import TrafficQuery, TrafficSnapshot
 
 NEUTRAL_SCORE = 50.0

@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from scheduler_core.extender.protocol.cluster import NodeInfo
+from scheduler_core.extender.record.structs import IMAGE_LOCALITY
 from scheduler_core.extender.scoring.plugins.base import (
     CycleContext,
     PluginArgs,
@@ -59,7 +60,7 @@ def _holding(nodes: Sequence[NodeInfo], image: str) -> NDArray[np.bool_]:
 class ImageLocality:
     """Share of the pod's images (init containers too) present in the node's ``status.images``, 0..100."""
 
-    name: ClassVar[str] = "ImageLocality"
+    name: ClassVar[str] = IMAGE_LOCALITY
     args_type: ClassVar[type[PluginArgs]] = ImageLocalityArgs
     reads_node_images: ClassVar[bool] = True
 

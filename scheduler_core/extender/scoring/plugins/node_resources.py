@@ -9,6 +9,7 @@ from operator import attrgetter
 from typing import ClassVar
 
 from scheduler_core.extender.protocol.cluster import NodeInfo, NodeResourcesSpec, resources_lookup, resources_table
+from scheduler_core.extender.record.structs import NODE_RESOURCE_FIT_BY_CR
 from scheduler_core.extender.scoring.plugins.base import (
     PASS,
     CycleContext,
@@ -36,7 +37,7 @@ class NodeResourceFitByCR:
     Failures are unresolvable: evicting pods cannot make a node enable a resource.
     """
 
-    name: ClassVar[str] = "NodeResourceFitByCR"
+    name: ClassVar[str] = NODE_RESOURCE_FIT_BY_CR
     args_type: ClassVar[type[PluginArgs]] = NodeResourceFitByCRArgs
     judges_nodes_alone: ClassVar[bool] = True
 

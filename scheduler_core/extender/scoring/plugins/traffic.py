@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from scheduler_core.extender.protocol.cluster import NodeInfo
-from scheduler_core.extender.record.structs import ReconciledBind
+from scheduler_core.extender.record.structs import NETWORK_TRAFFIC, TRAFFIC_THRESHOLD, AssumedBytes, ReconciledBind
 from scheduler_core.extender.scoring.herd import HerdEstimator, RecentBinds, positions_by_number
 from scheduler_core.extender.scoring.plugins.base import (
     NEUTRAL_SCORE,
@@ -29,7 +29,7 @@ from scheduler_core.extender.scoring.plugins.base import (
     shared_column,
 )
 from scheduler_core.extender.scoring.units import human_rate
-from scheduler_core.extender.scoring.workload_traffic import AssumedBytes, assumed_bytes
+from scheduler_core.extender.scoring.workload_traffic import assumed_bytes
 from scheduler_core.traffic import (
     DEFAULT_DEVICE_NAME,
     DEFAULT_NODE_LABEL,
@@ -195,7 +195,7 @@ def _floats(values: list[float | None]) -> Floats:
 class NetworkTraffic:
     """Less traffic, higher score: 100 − raw·100/max over the candidates (all zero → 100 each)."""
 
-    name: ClassVar[str] = "NetworkTraffic"
+    name: ClassVar[str] = NETWORK_TRAFFIC
     args_type: ClassVar[type[PluginArgs]] = NetworkTrafficArgs
 
     def __init__(self, args: NetworkTrafficArgs) -> None:
@@ -348,7 +348,7 @@ def traffic_scores(estimates: Sequence[float] | Floats, highest: float) -> Float
 class TrafficThreshold:
     """Fails nodes whose receive rate over the window exceeds ``maxBytesPerSecond``."""
 
-    name: ClassVar[str] = "TrafficThreshold"
+    name: ClassVar[str] = TRAFFIC_THRESHOLD
     args_type: ClassVar[type[PluginArgs]] = TrafficThresholdArgs
     judges_nodes_alone: ClassVar[bool] = True
 

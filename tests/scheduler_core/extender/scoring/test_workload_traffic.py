@@ -12,17 +12,16 @@ from scheduler_core.explanation.recompute import recompute_explanation
 from scheduler_core.extender.protocol.binding import SimulatedBinder
 from scheduler_core.extender.protocol.cluster import StaticCluster
 from scheduler_core.extender.protocol.wire import encode
+from scheduler_core.extender.protocol.workloads import WorkloadKey, workload_of
 from scheduler_core.extender.scoring.herd import InMemoryBindLog
 from scheduler_core.extender.scoring.profiles import load_profiles
 from scheduler_core.extender.scoring.traffic_terms import TrafficTerms
 from scheduler_core.extender.scoring.workload_traffic import (
     LearnedTrafficStore,
     PodSample,
-    WorkloadKey,
     decayed_percentile,
     learn,
     rate_after_warmup,
-    workload_of,
 )
 from scheduler_core.extender.verbs import Extender
 from tests.support.inputs import Inputs, traffic_store
