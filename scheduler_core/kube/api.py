@@ -1,6 +1,6 @@
 """Adapter to the Kubernetes API server.
 
-With ``kube_watch`` (list + watch), ``kube_events`` (Events about pods) and ``kube_http`` (posting JSON through the
+With ``kube.watch`` (list + watch), ``kube.events`` (Events about pods) and ``kube.http`` (posting JSON through the
 client's pool), the only modules in schedlens that import the official ``kubernetes`` package. Two things live here:
 
 * :func:`load_api_client` finds a configuration (in-cluster service account, else a kubeconfig)
@@ -15,7 +15,7 @@ was bound*. So every call here passes ``_preload_content=False`` and reads statu
 
 The Binding itself is not sent through the generated method: its pydantic validation, model objects and
 serialization cost about a fifth of the bind verb's CPU (the A/B in ``benchmarks/results-cost.md``). It is posted as
-JSON bytes through the same client's connection pool by :class:`JsonPoster` (which ``kube_events`` uses too). A 2xx
+JSON bytes through the same client's connection pool by :class:`JsonPoster` (which ``kube.events`` uses too). A 2xx
 answer is the bind; nothing is read back.
 """
 

@@ -1,8 +1,8 @@
 """Events about pods (``events.k8s.io/v1``) written through the official ``kubernetes`` client.
 
-Kept apart from binding (``kube_api``): an Event is best-effort and bounded by its own timeout, and a failure is
+Kept apart from binding (``kube.api``): an Event is best-effort and bounded by its own timeout, and a failure is
 reported as a short kind for the caller to count, never raised, since no placement may wait on it. Posted as JSON
-bytes through the client's own pool (``kube_http.JsonPoster``), as the Binding is: one per placement, and the
+bytes through the client's own pool (``kube.http.JsonPoster``), as the Binding is: one per placement, and the
 generated ``create_namespaced_event`` (pydantic validation, model objects) cost more than the request itself.
 """
 

@@ -1,5 +1,5 @@
 """HTTP to the Kubernetes API server through the official client's own connection pool: what the Binding
-(``kube_api``) and the pods' Events (``kube_events``) share.
+(``kube.api``) and the pods' Events (``kube.events``) share.
 
 The generated methods' pydantic validation, model objects and serialization cost more than the HTTP exchange itself
 for what schedlens writes on every placement, so both post JSON bytes through :class:`JsonPoster`

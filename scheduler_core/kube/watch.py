@@ -1,4 +1,4 @@
-"""List + watch of Kubernetes collections: the second (and last) module that imports ``kubernetes``.
+"""List + watch of Kubernetes collections: one of the four ``kube`` modules that import ``kubernetes``.
 
 :class:`ListWatcher` keeps a handler in step with one collection the way client-go's reflector does:
 
