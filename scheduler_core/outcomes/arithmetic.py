@@ -18,9 +18,8 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 
-from scheduler_core.extender.record.structs import PrioritizeRecord
+from scheduler_core.extender.record.structs import NETWORK_TRAFFIC, PrioritizeRecord
 
-NETWORK_TRAFFIC = "NetworkTraffic"
 RUNNER_UPS = 2
 """How many runner-up nodes an outcome follows: the next best scored, enough to say whether another choice would
 have ended quieter without reading every candidate's traffic."""
