@@ -25,7 +25,6 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from django.conf import settings
 from prometheus_client import Counter
@@ -33,6 +32,7 @@ from prometheus_client import Counter
 from dashboard.models import SchedulingCycle
 from dashboard.selectors.cycles import cycle_list_with_calls, cycle_read, cycle_traffic_terms, records_summary
 from scheduler_core.extender.record.structs import CycleRecords
+from scheduler_core.kube.pod_event import EventWriter, PodEvent
 
 log = logging.getLogger(__name__)
 
@@ -62,22 +62,6 @@ class PodEventJob:
     reason: str = REASON
     """``Explained`` (a placement), or ``Unschedulable`` (a waiting pod: ``dashboard.placements.pending_events``)."""
     event_type: str = "Normal"
-
-
-class EventWriter(Protocol):
-    def create(
-        self,
-        *,
-        namespace: str,
-        name: str,
-        uid: str,
-        note: str,
-        reason: str,
-        action: str,
-        controller: str,
-        instance: str,
-        event_type: str = "Normal",
-    ) -> str: ...
 
 
 def reporting_instance() -> str:
@@ -166,15 +150,17 @@ class PodEventEmitter:
                 head = note.encode()[: max(room, 0)].decode("utf-8", "ignore")
                 note = f"{head}... — {job.link}"
         failure = writer.create(
-            namespace=job.namespace,
-            name=job.name,
-            uid=job.uid,
-            note=note,
-            reason=job.reason,
-            action=ACTION,
-            controller=CONTROLLER,
-            instance=self.instance,
-            event_type=job.event_type,
+            PodEvent(
+                namespace=job.namespace,
+                name=job.name,
+                uid=job.uid,
+                note=note,
+                reason=job.reason,
+                action=ACTION,
+                controller=CONTROLLER,
+                instance=self.instance,
+                event_type=job.event_type,
+            )
         )
         if failure:
             self.drop(failure, f"the API server did not take an {job.reason} Event ({failure}); dropping it")

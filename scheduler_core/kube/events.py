@@ -17,6 +17,7 @@ import urllib3
 from kubernetes import client
 
 from scheduler_core.kube.http import JsonPoster, is_timeout, read_raw, with_bounded_retries
+from scheduler_core.kube.pod_event import PodEvent
 
 __all__ = ["NOTE_LIMIT_BYTES", "KubernetesEventWriter"]
 
@@ -36,7 +37,8 @@ def _micro_time(now: float) -> str:
 
 
 class KubernetesEventWriter:
-    """Writes one ``events.k8s.io/v1`` Event about a pod, within ``timeout_seconds``; never raises for the API.
+    """The :class:`~scheduler_core.kube.pod_event.EventWriter` of a real cluster: writes one ``events.k8s.io/v1`` Event
+    about a pod, within ``timeout_seconds``; never raises for the API.
 
     :meth:`create` returns "" when the Event was created, else a short failure *kind* (``"403"``, ``"timeout"``,
     ``"unreachable"``...) for the caller to count and log once.
@@ -53,32 +55,21 @@ class KubernetesEventWriter:
     def close(self) -> None:
         self._api_client.close()  # type: ignore[no-untyped-call]
 
-    def create(
-        self,
-        *,
-        namespace: str,
-        name: str,
-        uid: str,
-        note: str,
-        reason: str,
-        action: str,
-        controller: str,
-        instance: str,
-        event_type: str = "Normal",
-    ) -> str:
+    def create(self, event: PodEvent) -> str:
         now = time.time()
+        namespace, name = event.namespace, event.name
         body: dict[str, Any] = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
             "metadata": {"name": f"{name}.{int(now * 1e9):x}"[:253], "namespace": namespace},
             "eventTime": _micro_time(now),
-            "type": event_type,
-            "reason": reason,
-            "action": action,
-            "note": _truncate_utf8(note, NOTE_LIMIT_BYTES),
-            "reportingController": controller,
-            "reportingInstance": instance[:128],
-            "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": uid},
+            "type": event.event_type,
+            "reason": event.reason,
+            "action": event.action,
+            "note": _truncate_utf8(event.note, NOTE_LIMIT_BYTES),
+            "reportingController": event.controller,
+            "reportingInstance": event.instance[:128],
+            "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": event.uid},
         }
         url = self._poster.url(f"/apis/events.k8s.io/v1/namespaces/{quote(namespace, safe=self._safe)}/events")
         try:

@@ -22,6 +22,7 @@ from dashboard.selectors.cycles import cycle_explanation, cycle_list_with_calls
 from scheduler_core.extender.protocol.binding import BindOutcome
 from scheduler_core.extender.verbs import Extender
 from scheduler_core.kube.events import KubernetesEventWriter
+from scheduler_core.kube.pod_event import PodEvent
 from tests.support.fake_kube_api import FakeKubeAPI, api_client_for
 from tests.support.kube_scheduler import T0, TRAFFIC, KubeScheduler
 
@@ -194,9 +195,9 @@ class _BlockedWriter:
         self.release = threading.Event()
         self.notes: list[str] = []
 
-    def create(self, **kwargs: object) -> str:
+    def create(self, event: PodEvent) -> str:
         self.release.wait(5)
-        self.notes.append(str(kwargs["note"]))
+        self.notes.append(event.note)
         return ""
 
 
@@ -286,8 +287,8 @@ def test_the_event_carries_the_clients_headers_and_its_token_asked_for_on_every_
     writer = KubernetesEventWriter(api_client, timeout_seconds=1.0)
     sent = {"namespace": "shop", "uid": "u", "note": "n", "reason": "Explained", "action": "Scheduling"}
 
-    assert writer.create(name="web-1", controller="schedlens", instance="i", **sent) == ""
-    assert writer.create(name="web-2", controller="schedlens", instance="i", **sent) == ""
+    assert writer.create(PodEvent(name="web-1", controller="schedlens", instance="i", **sent)) == ""
+    assert writer.create(PodEvent(name="web-2", controller="schedlens", instance="i", **sent)) == ""
 
     posted = api.requests_to("POST", EVENTS)
     assert [r.headers.get("authorization") for r in posted] == ["Bearer first", "Bearer second"]
