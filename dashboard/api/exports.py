@@ -21,59 +21,19 @@ from typing import Any
 import msgspec
 from django.db.models import Prefetch, QuerySet
 
+from dashboard.audit.chain import CONTENT_FIELDS, OPTIONAL_CONTENT_FIELDS, STORED_FIELDS
 from dashboard.models import SchedulingCycle, VerbCall
-from dashboard.selectors.cycles import CallRead, CycleRead, cycle_read
+from dashboard.selectors.cycles import CYCLE_FIELDS, CallRead, CycleRead, cycle_read
 from dashboard.storage.call_record import record_builtins
 from scheduler_core.explanation.explain import Explanation
 from scheduler_core.explanation.figures import ImageFigures, ResourceFigures, TrafficFigures
 from scheduler_core.explanation.nodes import NodeExplanation, ScoreTerm
-from scheduler_core.extender.scoring.plugins.image_locality import ImageLocality
-from scheduler_core.extender.scoring.plugins.node_resources import NodeResourceFitByCR
-from scheduler_core.extender.scoring.plugins.traffic import NetworkTraffic
+from scheduler_core.extender.record.structs import IMAGE_LOCALITY, NETWORK_TRAFFIC, NODE_RESOURCE_FIT_BY_CR
 
-FIELDS = (
-    "id",
-    "started_at",
-    "finished_at",
-    "pod_namespace",
-    "pod_name",
-    "pod_uid",
-    "profile",
-    "node_mode",
-    "outcome",
-    "chosen_node",
-    "preferred_node",
-    "answer_tie",
-    "candidate_count",
-    "feasible_count",
-    "filter_ms",
-    "prioritize_ms",
-    "bind_ms",
-    "preempt_ms",
-    "metric_age_seconds",
-    "error",
-    "profile_version",
-)
-CALL_FIELDS = (
-    "id",
-    "event_id",
-    "verb",
-    "started_at",
-    "duration_ms",
-    "http_status",
-    "error",
-    "server",
-    "record",
-    "response",
-    "chain_hash",
-    "profile_version",
-)
-STORED_CALL_FIELDS = (
-    *(f for f in CALL_FIELDS if f not in {"record", "response"}),
-    "record_json",
-    "response_json",
-    "body",
-)
+CALL_FIELDS = ("id", *(f for f in CONTENT_FIELDS if f != "cycle_id"), "chain_hash", *OPTIONAL_CONTENT_FIELDS)
+"""A call's columns as exported: what its chain link covers (but the cycle, which the export is nested in), its id and
+its hash."""
+STORED_CALL_FIELDS = (*(f for f in CALL_FIELDS if f not in STORED_FIELDS), *STORED_FIELDS.values(), "body")
 """The columns ``CALL_FIELDS`` are read from (``record`` and ``response`` are decoded from the last three)."""
 EXPLANATION_FIELDS = (
     "answer_scale",
@@ -101,16 +61,21 @@ NODE_FIELDS = (
 )
 TERM_FIELDS = ("weight", "applicable", "normalized", "weighted", "contribution", "raw", "note", "arithmetic")
 FIGURES: dict[str, tuple[str, tuple[str, ...]]] = {
-    NetworkTraffic.name: ("traffic", tuple(f.name for f in fields(TrafficFigures))),
-    NodeResourceFitByCR.name: ("resources", tuple(f.name for f in fields(ResourceFigures))),
-    ImageLocality.name: ("images", tuple(f.name for f in fields(ImageFigures))),
+    NETWORK_TRAFFIC: ("traffic", tuple(f.name for f in fields(TrafficFigures))),
+    NODE_RESOURCE_FIT_BY_CR: ("resources", tuple(f.name for f in fields(ResourceFigures))),
+    IMAGE_LOCALITY: ("images", tuple(f.name for f in fields(ImageFigures))),
 }
 """The plugins whose terms carry figures: the key of the figures in a term, and theirs."""
 TERM_COLUMNS = tuple(
     [f"{plugin}.{key}" for key in TERM_FIELDS] + [f"{plugin}.{group}.{key}" for key in keys]
     for plugin, (group, keys) in FIGURES.items()
 )
-EXPLAINED_CSV_FIELDS = (*FIELDS, *EXPLANATION_FIELDS, *NODE_FIELDS, *(c for columns in TERM_COLUMNS for c in columns))
+EXPLAINED_CSV_FIELDS = (
+    *CYCLE_FIELDS,
+    *EXPLANATION_FIELDS,
+    *NODE_FIELDS,
+    *(c for columns in TERM_COLUMNS for c in columns),
+)
 ROWS_PER_WRITE = 500
 WRITE_BYTES = 1024 * 1024
 """An NDJSON write also leaves once it holds this much: a line with the calls or the explanation of a 1000-node
@@ -189,11 +154,13 @@ def cycles_csv(
     queryset: QuerySet[SchedulingCycle], *, chunk_size: int, outcomes: OutcomeLookup | None = None
 ) -> Iterator[bytes]:
     writer = csv.writer(_Line())
-    yield writer.writerow((*FIELDS, *(OUTCOME_CSV_FIELDS if outcomes is not None else ()))).encode()
+    yield writer.writerow((*CYCLE_FIELDS, *(OUTCOME_CSV_FIELDS if outcomes is not None else ()))).encode()
     lines: list[str] = []
-    plain = (dict(zip(FIELDS, row, strict=True)) for row in queryset.values_list(*FIELDS).iterator(chunk_size))
+    plain = (
+        dict(zip(CYCLE_FIELDS, row, strict=True)) for row in queryset.values_list(*CYCLE_FIELDS).iterator(chunk_size)
+    )
     for row in _with_outcomes(plain, outcomes) if outcomes is not None else plain:
-        cells = [_csv_cell(row[f]) for f in FIELDS]
+        cells = [_csv_cell(row[f]) for f in CYCLE_FIELDS]
         if outcomes is not None:
             cells += _outcome_cells(row[OUTCOME_PREFIX])
         lines.append(writer.writerow(cells))
@@ -219,14 +186,17 @@ def cycles_ndjson(
     if with_calls or explain is not None:
         rows: Iterator[dict[str, Any]] = (
             {
-                **{f: getattr(read.cycle, f) for f in FIELDS},
+                **{f: getattr(read.cycle, f) for f in CYCLE_FIELDS},
                 **({"calls": [_call_row(c) for c in read.calls]} if with_calls else {}),
                 **({"explanation": msgspec.to_builtins(explain(read))} if explain is not None else {}),
             }
             for read in map(_read, _with_calls(queryset, chunk_size))
         )
     else:
-        rows = (dict(zip(FIELDS, row, strict=True)) for row in queryset.values_list(*FIELDS).iterator(chunk_size))
+        rows = (
+            dict(zip(CYCLE_FIELDS, row, strict=True))
+            for row in queryset.values_list(*CYCLE_FIELDS).iterator(chunk_size)
+        )
     if outcomes is not None:
         rows = _with_outcomes(rows, outcomes)
     for count, row in enumerate(rows, start=1):
@@ -298,11 +268,11 @@ def cycles_explained_csv(
     """One row per cycle and candidate node (a cycle without one: one row with the node columns empty)."""
     writer = csv.writer(_Line())
     yield writer.writerow(EXPLAINED_CSV_FIELDS).encode()
-    width = len(EXPLAINED_CSV_FIELDS) - len(FIELDS) - len(EXPLANATION_FIELDS)
+    width = len(EXPLAINED_CSV_FIELDS) - len(CYCLE_FIELDS) - len(EXPLANATION_FIELDS)
     lines: list[str] = []
     for cycle in _with_calls(queryset, chunk_size):
         explanation = explain(_read(cycle))
-        head = [_csv_cell(getattr(cycle, f)) for f in FIELDS]
+        head = [_csv_cell(getattr(cycle, f)) for f in CYCLE_FIELDS]
         head += [_cell(getattr(explanation, key)) for key in EXPLANATION_FIELDS]
         rows = [head + _node_cells(node) for node in explanation.nodes] or [head + [""] * width]
         lines += [writer.writerow(row) for row in rows]

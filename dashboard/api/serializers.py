@@ -13,7 +13,7 @@ from rest_framework import serializers
 
 from dashboard.api.exports import CALL_FIELDS
 from dashboard.models import NodeTally, SchedulingCycle, VerbCall
-from dashboard.selectors.cycles import CallRead, CycleRead, cycle_explanation, cycle_read
+from dashboard.selectors.cycles import CYCLE_FIELDS, CallRead, CycleRead, cycle_explanation, cycle_read
 from dashboard.selectors.nodes import node_reasons
 from dashboard.storage.call_record import record_builtins
 from dashboard.traffic.models import TrafficRefresh
@@ -223,30 +223,7 @@ class CycleSerializer(serializers.HyperlinkedModelSerializer[SchedulingCycle]):
 
     class Meta:
         model = SchedulingCycle
-        fields = [
-            "id",
-            "url",
-            "pod_namespace",
-            "pod_name",
-            "pod_uid",
-            "profile",
-            "node_mode",
-            "started_at",
-            "finished_at",
-            "outcome",
-            "chosen_node",
-            "preferred_node",
-            "answer_tie",
-            "candidate_count",
-            "feasible_count",
-            "filter_ms",
-            "prioritize_ms",
-            "bind_ms",
-            "preempt_ms",
-            "metric_age_seconds",
-            "error",
-            "profile_version",
-        ]
+        fields = ["id", "url", *CYCLE_FIELDS[1:]]
         read_only_fields = fields
 
 

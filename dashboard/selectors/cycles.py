@@ -225,13 +225,15 @@ def cycle_export_queryset() -> QuerySet[SchedulingCycle]:
 # --- the history pages ---------------------------------------------------------------------------------
 
 PAGE_SIZE = 50
-HISTORY_COLUMNS = (
+CYCLE_FIELDS = (
     "id",
+    "started_at",
+    "finished_at",
     "pod_namespace",
     "pod_name",
+    "pod_uid",
     "profile",
     "node_mode",
-    "started_at",
     "outcome",
     "chosen_node",
     "preferred_node",
@@ -241,9 +243,14 @@ HISTORY_COLUMNS = (
     "filter_ms",
     "prioritize_ms",
     "bind_ms",
+    "preempt_ms",
     "metric_age_seconds",
     "error",
+    "profile_version",
 )
+"""A cycle's columns as a reader is shown them, in this order: the audit API's cycle, the exports' columns."""
+HISTORY_COLUMNS = tuple(f for f in CYCLE_FIELDS if f not in {"finished_at", "pod_uid", "preempt_ms", "profile_version"})
+"""What the history pages read of each cycle: the columns they show."""
 
 
 class BadCursorError(ValueError):
