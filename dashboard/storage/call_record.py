@@ -14,7 +14,7 @@ import msgspec
 
 from dashboard.storage.call_body_read import FilterRecordLookup, body_read, node_mode_of
 from dashboard.storage.shared_parts import SharedPartLookup
-from scheduler_core.decode_errors import document_refusal
+from scheduler_core.extender.protocol.decode_errors import document_refusal
 from scheduler_core.extender.record.structs import (
     BIND,
     FILTER,

@@ -21,9 +21,9 @@ from typing import Any
 
 import yaml
 
+from scheduler_core.cli.failure_reasons import connection_failure, file_failure
 from scheduler_core.cli.kubectl_pending import render_pending, render_pending_pod
-from scheduler_core.decode_errors import yaml_location
-from scheduler_core.failure_reasons import connection_failure, file_failure
+from scheduler_core.extender.protocol.decode_errors import yaml_location
 
 EXIT_OK = 0
 EXIT_BROKEN = 1

@@ -13,9 +13,9 @@ from typing import Any, Protocol, TypeVar
 
 import msgspec
 
-from scheduler_core.decode_errors import document_refusal
 from scheduler_core.extender.lru import LRU
 from scheduler_core.extender.protocol import wire
+from scheduler_core.extender.protocol.decode_errors import document_refusal
 from scheduler_core.extender.protocol.workloads import WorkloadKey, override_bytes, workload_of
 
 NODE_RESOURCES_GROUP = "schedlens.io"

@@ -18,7 +18,7 @@ from typing import Annotated, TypeVar
 
 import msgspec
 
-from scheduler_core.decode_errors import EMPTY_BODY, json_refusal
+from scheduler_core.extender.protocol.decode_errors import EMPTY_BODY, json_refusal
 
 _T = TypeVar("_T")
 

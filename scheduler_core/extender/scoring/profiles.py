@@ -27,7 +27,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from scheduler_core.decode_errors import document_refusal, yaml_location
+from scheduler_core.extender.protocol.decode_errors import document_refusal, yaml_location
 from scheduler_core.extender.scoring.answer import DEFAULT_ANSWER_SCALE, AnswerScale
 from scheduler_core.extender.scoring.plugins import (
     FILTER_PLUGINS,

@@ -1,7 +1,8 @@
 """Every verb's 400 is written by schedlens: the exact text and JSON path for each kind of malformed body.
 
-Nothing here reads a dependency's wording: the texts are schedlens's (``scheduler_core.decode_errors``), made of
-facts (a byte offset, a JSON path, the expected type from our own types), so a new msgspec cannot change them.
+Nothing here reads a dependency's wording: the texts are schedlens's
+(``scheduler_core.extender.protocol.decode_errors``), made of facts (a byte offset, a JSON path, the expected type from
+our own types), so a new msgspec cannot change them.
 """
 
 from __future__ import annotations

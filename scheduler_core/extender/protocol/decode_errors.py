@@ -6,7 +6,8 @@ is taken from msgspec is only structured: which exception class it raised, and t
 validation error (`` - at `$...` ``, the one piece of its text read; ``$`` when absent). The rest comes from the
 document itself and from our own types:
 
-- a JSON text that is not JSON: :mod:`scheduler_core.json_syntax` finds the first problem and its byte offset;
+- a JSON text that is not JSON: :mod:`scheduler_core.extender.protocol.json_syntax` finds the first problem and its byte
+offset;
 - a value that does not fit: the value at the path is looked up in the document, and described against what the
   type at that path expects (:func:`msgspec.structs.fields` and the annotations).
 
@@ -26,7 +27,7 @@ from typing import Any, NamedTuple
 import msgspec
 import yaml
 
-from scheduler_core.json_syntax import Scan, SyntaxProblem, line_and_column, scan
+from scheduler_core.extender.protocol.json_syntax import Scan, SyntaxProblem, line_and_column, scan
 
 EMPTY_BODY = "empty request body"
 

@@ -14,11 +14,11 @@ import msgspec
 import pytest
 
 from scheduler_core.cli import kubectl_plugin
+from scheduler_core.cli.failure_reasons import connection_failure, file_failure
 from scheduler_core.cli.simulator import make_cluster
-from scheduler_core.decode_errors import Refusal, document_refusal
 from scheduler_core.extender.protocol.cluster import NodeResourcesError, node_resources_spec
-from scheduler_core.failure_reasons import connection_failure, file_failure
-from scheduler_core.json_syntax import scan
+from scheduler_core.extender.protocol.decode_errors import Refusal, document_refusal
+from scheduler_core.extender.protocol.json_syntax import scan
 
 
 @pytest.mark.parametrize(
