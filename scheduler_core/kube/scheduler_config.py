@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 MODES = ("nodecache", "fullnodes")
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PROFILE = "default"
 
 

@@ -10,6 +10,7 @@ import pytest
 from dashboard.ingest.spool_ingest import spool_ingest
 from dashboard.models import Outcome, SchedulingCycle, VerbCall
 from dashboard.spool import Spool
+from scheduler_core.extender.scoring.profiles import load_profiles
 from tests.support.extender_requests import args, binding, call, pod
 from tests.support.ingest import ingest_everything
 from tests.support.live_server import LiveServer
@@ -80,9 +81,9 @@ def test_a_retry_of_the_same_pod_opens_a_new_cycle(client, runtime):
 def test_a_filter_that_leaves_no_node_records_an_unschedulable_cycle(client, runtime, settings):
     the_pod = pod()
     the_pod["spec"]["containers"][0]["resources"] = {"requests": {"example.com/gpu": "1"}}
-    runtime.extender.profiles = runtime.profiles = __import__(
-        "scheduler_core.extender.scoring.profiles"
-    ).profiles.load_profiles("profiles: [{name: default, plugins: {filter: {enabled: [{name: NodeResourceFitByCR}]}}}]")
+    runtime.extender.profiles = runtime.profiles = load_profiles(
+        "profiles: [{name: default, plugins: {filter: {enabled: [{name: NodeResourceFitByCR}]}}}]"
+    )
     answer = call(client, "filter", args(the_pod, NODES))
     spool_ingest(spool=runtime.spool)
     assert answer["NodeNames"] == []
