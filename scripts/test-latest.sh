@@ -41,11 +41,13 @@ for line in open(sys.argv[2]):
 PY
 )
 
+# The one test that checks the venv against the lock is off by design here, where the venv is off the lock.
+on_lock_test=tests/deploy/test_locked_installs.py::test_the_suite_runs_on_the_locks_versions_and_nothing_else
 steps=(lint typecheck importlint migrations-check pytest)
 declare -A status
 for step in "${steps[@]}"; do
   echo "== make $step (newest releases)"
-  if make --no-print-directory "$step" VENV="$venv" PYTEST_ARGS="-p no:cacheprovider ${PYTEST_ARGS:-}" >"$out/$step.log" 2>&1; then
+  if make --no-print-directory "$step" VENV="$venv" PYTEST_ARGS="-p no:cacheprovider --deselect $on_lock_test ${PYTEST_ARGS:-}" >"$out/$step.log" 2>&1; then
     status[$step]=passed
   else
     status[$step]=failed
@@ -64,7 +66,7 @@ done
     echo
     echo "Tests that broke (from $out/pytest.log):"
     grep -E '^(FAILED|ERROR) ' "$out/pytest.log" | sed 's/^/  /' || echo "  (none listed: read the log)"
-    tail -1 "$out/pytest.log" | sed 's/^/  /'
+    grep -E '^=+ .*(passed|failed).* in ' "$out/pytest.log" | tail -1 | sed 's/^/  /'
   fi
   for step in lint typecheck importlint migrations-check; do
     if [ "${status[$step]}" = failed ]; then echo; echo "make $step on the newest releases:"; tail -20 "$out/$step.log" | sed 's/^/  /'; fi
