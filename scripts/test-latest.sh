@@ -22,24 +22,7 @@ env "${uv_env[@]}" "${uv[@]}" install --python "$venv/bin/python" --quiet --upgr
 env "${uv_env[@]}" "${uv[@]}" install --python "$venv/bin/python" --quiet --no-deps --no-build-isolation -e .
 
 # Packages whose installed version is not the lock's: what this run tries that make test does not.
-env "${uv_env[@]}" "${uv[@]}" freeze --quiet --python "$venv/bin/python" --exclude-editable >"$out/installed.txt"
-newer=$("$venv/bin/python" - "$LOCK" "$out/installed.txt" <<'PY'
-import re, sys
-from packaging.markers import Marker
-from packaging.utils import canonicalize_name
-
-entry = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)(?: ; ([^\\\n]+))?", re.M)
-locked = {
-    canonicalize_name(name): version
-    for name, version, marker in entry.findall(open(sys.argv[1]).read())
-    if not marker or Marker(marker.strip()).evaluate()
-}
-for line in open(sys.argv[2]):
-    name, _, version = line.strip().partition("==")
-    if version and name != "pip" and locked.get(canonicalize_name(name)) != version:
-        print(f"  {name} {locked.get(canonicalize_name(name), '(not locked)')} -> {version}")
-PY
-)
+newer=$("$venv/bin/python" scripts/off_lock.py --lock "$LOCK" | sed 's/^/  /')
 
 # The one test that checks the venv against the lock is off by design here, where the venv is off the lock.
 on_lock_test=tests/deploy/test_locked_installs.py::test_the_suite_runs_on_the_locks_versions_and_nothing_else
