@@ -26,8 +26,8 @@ $(VENV)/.installed-%: requirements.lock pyproject.toml scripts/install.sh script
 	VENV=$(VENV) scripts/install.sh $*
 	touch $@
 
-lock: ## refresh requirements.lock to the newest releases pyproject.toml allows (commit it once make test passes)
-	VENV=$(VENV) scripts/lock.sh
+lock: ## refresh requirements.lock to the newest releases pyproject.toml allows (LOCK_KEEP=1: only what is new); commit once make test passes
+	VENV=$(VENV) LOCK_KEEP=$(LOCK_KEEP) scripts/lock.sh
 
 test-latest: services ## the suite on the newest releases, in a scratch venv: says what broke; never part of make test
 	scripts/test-latest.sh

@@ -29,13 +29,18 @@ import msgspec
 
 from benchmarks.common import REPO
 from benchmarks.cost.driver import Candidates, Loop, Pod, make_pods, post_binds, schedule
-from benchmarks.cost.stack import Process, Stack, descendants, free_port, proc_table, seconds
+from benchmarks.cost.noop import PROCESS as NOOP_EXTENDER
+from benchmarks.cost.noop import NoopStack
+from benchmarks.cost.stack import KUBE_API, Process, Stack, descendants, free_port, proc_table, seconds
 from benchmarks.load.client import BindProcess, Connection
 from scheduler_core.cli.simulator import SyntheticCluster
 
-WEB = ("gunicorn master", "gunicorn worker")
+WEB = ("gunicorn master", "gunicorn worker", NOOP_EXTENDER)
+"""The processes answering the verbs: charged to filter + prioritize in phase 1, to the bind in phase 2."""
 INGEST = ("ingester",)
 POSTGRES = "PostgreSQL backends"
+API = (KUBE_API,)
+AnyStack = Stack | NoopStack
 
 
 def group(cpu: dict[str, float], prefixes: Sequence[str]) -> float:
@@ -160,16 +165,19 @@ class Phases:
             "ingest": self.per_pod(self.total, INGEST),
             "web idle and other": self.per_pod(self.rest, WEB),
             "postgres": self.per_pod(self.total, (POSTGRES,)),
+            "api server": self.per_pod(self.total, API),
         }
 
 
-def _wait_drained(stacks: Sequence[Stack], events: dict[str, int], timeout: float) -> float:
+def _wait_drained(stacks: Sequence[AnyStack], events: dict[str, int], timeout: float) -> float:
     """Until every spool is empty and each stack's API server has had ``events[label]`` Events in all (or they
-    stopped arriving: a full queue drops them, with pod Events off none come); returns the seconds waited."""
+    stopped arriving: a full queue drops them, with pod Events off none come); returns the seconds waited. A stack
+    that writes no Events (the no-op extender) is not waited for."""
     started = time.monotonic()
     deadline = started + timeout
     while time.monotonic() < deadline and any(s.spool_left() for s in stacks):
         time.sleep(0.25)  # waiting for the ingesters, bounded by the deadline
+    stacks = [s for s in stacks if s.explains]
     last, stable_since = -1, time.monotonic()
     while time.monotonic() < deadline:
         counts = [s.kube.requests()[0]["events"] for s in stacks]
@@ -183,13 +191,13 @@ def _wait_drained(stacks: Sequence[Stack], events: dict[str, int], timeout: floa
     return time.monotonic() - started
 
 
-def _idle(stacks: Sequence[Stack], seconds: float) -> dict[str, dict[str, float]]:
+def _idle(stacks: Sequence[AnyStack], seconds: float) -> dict[str, dict[str, float]]:
     before = {s.label: s.cpu() for s in stacks}
     time.sleep(seconds)
     return {s.label: {k: v / seconds * 1000 for k, v in _delta(s.cpu(), before[s.label]).items()} for s in stacks}
 
 
-def _warm_up(stack: Stack, pods: Sequence[Pod], threads: int) -> None:
+def _warm_up(stack: AnyStack, pods: Sequence[Pod], threads: int) -> None:
     """A few cycles through every worker, untimed: per-process caches, the binder's connections, the ingester.
 
     Four connections at once, so that both workers accept some (the phases' loop may land on either)."""
@@ -211,7 +219,7 @@ def _warm_up(stack: Stack, pods: Sequence[Pod], threads: int) -> None:
 
 
 def measure_phases(
-    stacks: Sequence[Stack],
+    stacks: Sequence[AnyStack],
     cluster: SyntheticCluster,
     *,
     pods: int,
@@ -297,7 +305,7 @@ class Concurrent:
 
 
 def measure_concurrent(
-    stacks: Sequence[Stack],
+    stacks: Sequence[AnyStack],
     cluster: SyntheticCluster,
     *,
     pods: int,
@@ -317,7 +325,8 @@ def measure_concurrent(
     binders = {s.label: BindProcess("127.0.0.1", s.port, s.prefix) for s in stacks}
     if profiler:
         for stack in stacks:
-            profiler.start(stack.label, "ingest", [stack.ingester.pid])
+            if isinstance(stack, Stack):
+                profiler.start(stack.label, "ingest", [stack.ingester.pid])
     started = {s.label: s.cpu(s.backends()) for s in stacks}
     events = {s.label: s.kube.requests()[0]["events"] for s in stacks}
     clock = time.perf_counter()
@@ -357,6 +366,8 @@ class SizeResult:
     """CPU ms per request of an empty WSGI app under the same gunicorn (``http_floor``), by request kind."""
     profiles: dict[tuple[str, str], list[tuple[str, float]]] = field(default_factory=dict)
     """(variant, phase) -> the frames in most py-spy samples, when profiled."""
+    noop: str | None = None
+    """The label of the no-op extender's variant (``extender=noop``), which the others' totals are read against."""
 
 
 def http_floor(cluster: SyntheticCluster, workdir: Path, *, requests: int, bind_threads: int) -> dict[str, float]:

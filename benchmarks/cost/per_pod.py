@@ -66,6 +66,7 @@ from benchmarks.cost.measure import (
     measure_concurrent,
     measure_phases,
 )
+from benchmarks.cost.noop import NoopStack
 from benchmarks.cost.report import markdown, profile_markdown, write_results
 from benchmarks.cost.stack import DATABASE_PREFIX, Stack
 from benchmarks.load.client import BIND_THREADS
@@ -97,6 +98,10 @@ def run_size(
     try:
         for number, (label, checkout, env) in enumerate(variants):
             progress(f"{nodes} nodes: starting {label}")
+            if env.get("extender") == "noop":
+                fixed = env.get("candidates", "kube-scheduler") == "fixed"
+                stacks.append(NoopStack(label, size_dir / f"variant-{number}", fixed_candidates=fixed))
+                continue
             database = None if database_url else f"{database_prefix}_{nodes}_{number}"
             stacks.append(
                 Stack(
@@ -123,7 +128,8 @@ def run_size(
         progress(f"{nodes} nodes: HTTP floor ({floor_requests} requests of each kind)")
         floor = http_floor(cluster, size_dir, requests=floor_requests, bind_threads=bind_threads)
     profiles = {key: profiler.top(*key) for key in profiler.files} if profiler else {}
-    return SizeResult(nodes, phases, concurrent, [v[0] for v in variants], floor, profiles)
+    noop = next((label for label, _, env in variants if env.get("extender") == "noop"), None)
+    return SizeResult(nodes, phases, concurrent, [v[0] for v in variants], floor, profiles, noop)
 
 
 def main() -> None:
@@ -150,6 +156,11 @@ def main() -> None:
     args = parser.parse_args()
     texts = args.variant or [""]
     variants = [(text or "as configured", *parse_variant(text)) for text in texts]
+    for text, _, env in variants:
+        if env.get("extender", "noop") != "noop":
+            raise SystemExit(
+                f"--variant {text!r}: extender= takes noop (the no-op extender in Go), got {env['extender']!r}"
+            )
     command = "$ " + shlex.join([PY, "-m", "benchmarks.cost", *sys.argv[1:]])
     workdir = Path(tempfile.mkdtemp(prefix="schedlens-cost-"))
     clock = time.perf_counter()

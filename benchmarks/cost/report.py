@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.common import machine, now, p50, percentile, table
-from benchmarks.cost.measure import INGEST, POSTGRES, WEB, Phases, SizeResult, group
+from benchmarks.cost.measure import API, INGEST, POSTGRES, WEB, Phases, SizeResult, group
 
 
 def _f(value: float) -> str:
@@ -29,7 +29,9 @@ def _spread(values: Sequence[float]) -> str:
 def figures(size: SizeResult, ph: Phases) -> dict[str, float]:
     """CPU ms per pod of one variant at one size. *ingest* is the concurrent run's when there is one: there a pod's
     filter, prioritize and bind records reach the ingester together, as kube-scheduler sends them; in the phases
-    the binds are held back, so the ingester joins each to a cycle it stored already (*ingest, binds held back*)."""
+    the binds are held back, so the ingester joins each to a cycle it stored already (*ingest, binds held back*).
+    *total* is everything an installation runs for schedlens per pod: the verbs, the bind, the ingest and the
+    PostgreSQL backends it keeps busy; *versus no-op* that total over the no-op extender's in the same run."""
     phased = ph.summary()
     c = next((c for c in size.concurrent if c.label == ph.label), None)
     out = {
@@ -38,16 +40,28 @@ def figures(size: SizeResult, ph: Phases) -> dict[str, float]:
         "ingest": phased["ingest"],
         "ingest, binds held back": phased["ingest"],
         "postgres": phased["postgres"],
+        "api server": phased["api server"],
         "concurrent": float("nan"),
         "round trip": float("nan"),
     }
     if c is not None and c.pods:
         out["ingest"] = group(c.cpu, INGEST) / c.pods * 1000
         out["postgres"] = group(c.cpu, (POSTGRES,)) / c.pods * 1000
-        out["concurrent"] = (group(c.cpu, WEB) + group(c.cpu, INGEST)) / c.pods * 1000
+        out["api server"] = group(c.cpu, API) / c.pods * 1000
+        out["concurrent"] = (group(c.cpu, WEB) + group(c.cpu, INGEST) + group(c.cpu, (POSTGRES,))) / c.pods * 1000
         out["round trip"] = p50(c.cycle_ms) if c.cycle_ms else float("nan")
-    out["total"] = out["verbs"] + out["bind"] + out["ingest"]
+    out["total"] = out["verbs"] + out["bind"] + out["ingest"] + out["postgres"]
+    out["versus no-op"] = float("nan")
+    noop = next((p for p in size.phases if p.label == size.noop), None)
+    if noop is not None and noop is not ph:
+        floor = figures(size, noop)
+        out["versus no-op"] = out["total"] / floor["total"] if floor["total"] > 0 else float("nan")
+        out["api server versus no-op"] = out["api server"] - floor["api server"]
     return out
+
+
+def _known(value: float) -> bool:
+    return value == value  # not NaN
 
 
 def summary_rows(results: Sequence[SizeResult]) -> list[list[object]]:
@@ -55,7 +69,8 @@ def summary_rows(results: Sequence[SizeResult]) -> list[list[object]]:
     for size in results:
         for ph in size.phases:
             f = figures(size, ph)
-            has_concurrent = f["concurrent"] == f["concurrent"]  # not NaN
+            has_concurrent = _known(f["concurrent"])
+            with_noop = size.noop is not None
             rows.append(
                 [
                     size.nodes,
@@ -64,10 +79,13 @@ def summary_rows(results: Sequence[SizeResult]) -> list[list[object]]:
                     _f(f["verbs"]) + _spread(ph.rounds_verbs_ms),
                     _f(f["bind"]) + _spread(ph.rounds_bind_ms),
                     _f(f["ingest"]) + ("" if has_concurrent else " (binds held back)"),
+                    _f(f["postgres"]),
                     f"**{f['total']:.2f}**",
+                    *([f"{f['versus no-op']:.1f}×" if _known(f["versus no-op"]) else ""] if with_noop else []),
                     _f(f["concurrent"]) if has_concurrent else "",
                     _f(f["ingest, binds held back"]),
-                    _f(f["postgres"]),
+                    _f(f["api server"])
+                    + (f" ({f['api server versus no-op']:+.2f})" if "api server versus no-op" in f else ""),
                     f"{sum(ph.loop.requests.values()) / max(1, ph.pods):.2f}",
                     f"{sum(ph.api.values()) / max(1, ph.pods):.2f}",
                     _f(f["round trip"]) if has_concurrent else "",
@@ -76,7 +94,7 @@ def summary_rows(results: Sequence[SizeResult]) -> list[list[object]]:
     return rows
 
 
-def summary_header(multi: bool) -> list[str]:
+def summary_header(multi: bool, with_noop: bool = False) -> list[str]:
     return [
         "nodes",
         *(["variant"] if multi else []),
@@ -84,11 +102,13 @@ def summary_header(multi: bool) -> list[str]:
         "verbs: filter + prioritize",
         "bind",
         "ingest",
-        "schedlens total",
+        "PostgreSQL",
+        "total",
+        *(["total / no-op's"] if with_noop else []),
         "all at once (concurrent run)",
         "ingest, binds held back",
-        "PostgreSQL",
-        "HTTP requests to schedlens",
+        "Kubernetes-shaped API server" + (" (± no-op's)" if with_noop else ""),
+        "HTTP requests to the extender",
         "API requests",
         "filter + prioritize round trip p50 (concurrent run)",
     ]
@@ -106,21 +126,35 @@ def process_rows(ph: Phases) -> list[list[object]]:
 
 def markdown(results: Sequence[SizeResult], command: str, seconds: float, bind_threads: int) -> list[str]:
     multi = any(len(r.phases) > 1 for r in results)
+    with_noop = any(r.noop is not None for r in results)
     lines = [
         "CPU milliseconds per scheduled pod (utime + stime from `/proc/<pid>/stat`; *verbs*: the gunicorn master and "
         "workers while filter and prioritize ran for every pod, binds held back, spool appends included; *bind*: "
         "the same processes while the binds ran; *ingest*: the ingester and any process it started, in the "
         "concurrent run (a pod's three records arrive together, as kube-scheduler sends them; until drained); "
-        "*all at once*: web and ingester CPU per pod in that run, a check on the sum; *ingest, binds held back*: the "
-        "ingester over the phases, where it joins each bind to a cycle it stored already, a burst's cost). "
-        "*PostgreSQL*: the backends of the ingester's connections, not a schedlens process. Requests per pod: HTTP "
-        "requests kube-scheduler sends schedlens, and requests schedlens sends the API server (Bindings, pod reads "
-        "after a 409, `Explained` Events). The round trip is the concurrent run's (binds on their own process, the "
-        "ingester ingesting): request sent to last byte read, filter plus prioritize, i.e. what kube-scheduler's "
-        "serial loop waits on schedlens per pod."
-        + (" With variants, the figures in parentheses are the median and the range over the rounds." if multi else ""),
+        "*PostgreSQL*: the backends of the ingester's connections, in the same run; *total*: all four, everything "
+        "an installation runs for schedlens per pod in this layout (no Redis: the traffic is the in-process "
+        "synthetic source, whose refresh is per interval, not per pod; no placement watcher: schedlens binds); "
+        "*all at once*: web, ingester and PostgreSQL CPU per pod in that run, a check on the sum; *ingest, binds "
+        "held back*: the ingester over the phases, where it joins each bind to a cycle it stored already, a burst's "
+        "cost). *Kubernetes-shaped API server*: the tests' API server (Python) taking the stack's Bindings and "
+        "`Explained` Events, not counted in the total and not kube-apiserver's or etcd's cost, which only a real "
+        "control plane shows (`docs/performance.md`). Requests per pod: HTTP requests kube-scheduler sends the "
+        "extender, and requests the extender sends the API server (Bindings, pod reads after a 409, `Explained` "
+        "Events). The round trip is the concurrent run's (binds on their own process, the ingester ingesting): "
+        "request sent to last byte read, filter plus prioritize, i.e. what kube-scheduler's serial loop waits on "
+        "the extender per pod."
+        + (" With variants, the figures in parentheses are the median and the range over the rounds." if multi else "")
+        + (
+            " *extender=noop* is the protocol's cost floor, the no-op extender in Go (`shared/tools/noop-extender`: "
+            "filter keeps every name, prioritize scores 0, bind posts the Binding), driven alike; *total / no-op's* "
+            "reads each total against its total, and the API server's column adds in parentheses the difference to "
+            "its API server's CPU."
+            if with_noop
+            else ""
+        ),
         "",
-        *table(summary_header(multi), summary_rows(results)),
+        *table(summary_header(multi, with_noop), summary_rows(results)),
         "",
     ]
     floors = [
@@ -165,6 +199,7 @@ def markdown(results: Sequence[SizeResult], command: str, seconds: float, bind_t
             name = f"{size.nodes} nodes" + (f", {c.label}" if multi else "")
             web = group(c.cpu, WEB) / max(1, c.pods) * 1000
             ingest = group(c.cpu, INGEST) / max(1, c.pods) * 1000
+            postgres = group(c.cpu, (POSTGRES,)) / max(1, c.pods) * 1000
             errors = f" **{len(c.errors)} errors**, first: `{c.errors[0][:200]}`." if c.errors else ""
             lines += [
                 f"### {name}: concurrent run",
@@ -172,8 +207,8 @@ def markdown(results: Sequence[SizeResult], command: str, seconds: float, bind_t
                 f"{c.pods} pods at the loop's own pace ({c.pods / c.seconds * len(size.concurrent):.0f} pods/s"
                 + (", the variants' pods alternating" if multi else "")
                 + "), binds posted from a separate process on 4 connections while the loop goes on, the ingester "
-                f"ingesting. CPU per pod: web {web:.2f} ms, ingester {ingest:.2f} ms, total {web + ingest:.2f} ms."
-                + errors,
+                f"ingesting. CPU per pod: web {web:.2f} ms, ingester {ingest:.2f} ms, PostgreSQL {postgres:.2f} ms, "
+                f"total {web + ingest + postgres:.2f} ms." + errors,
                 "",
                 *table(
                     ["round trip (ms)", "p50", "p90", "p99"],

@@ -36,6 +36,10 @@ from tests.support.processes import Process, free_port
 TICK = os.sysconf("SC_CLK_TCK")
 DATABASE_PREFIX = os.environ.get("BENCH_COST_DATABASE_PREFIX", "schedlens_bench_cost")
 """Scratch databases ``<prefix>_<nodes>_<variant>``, created and dropped by each run (``make bench`` included)."""
+KUBE_API = "Kubernetes-shaped API server"
+"""The tests' API server (Python), each stack's own: what schedlens's requests (the Bindings, the ``Explained``
+Events) cost it, beside what the no-op extender's cost it. Not kube-apiserver's or etcd's CPU, which only a real
+control plane shows; reported beside the stack's own processes, never in its total."""
 
 
 def proc_table() -> dict[int, tuple[int, int, int]]:
@@ -146,6 +150,10 @@ class KubeAPIProcess:
         counts, bound = self._ask("requests")
         return Counter(counts), bound
 
+    def cpu_seconds(self, procs: dict[int, tuple[int, int, int]]) -> float:
+        pid = self._process.pid
+        return seconds(procs, [pid, *descendants(procs, pid)]) if pid is not None else 0.0
+
     def write_kubeconfig(self, path: Path) -> Path:
         config = {
             "apiVersion": "v1",
@@ -169,6 +177,10 @@ class KubeAPIProcess:
 
 class Stack:
     """schedlens as deployed, for one variant: gunicorn (the verbs), ``ingest_spool --follow``, its database."""
+
+    explains = True
+    """Its ingester writes an ``Explained`` Event per bind (unless ``SCHEDLENS_POD_EVENTS`` says otherwise): the
+    drain waits for them."""
 
     def __init__(
         self,
@@ -282,6 +294,7 @@ class Stack:
             seconds(procs, ingest_children) + procs.get(self.ingester.pid, (0, 0, 0))[2] / TICK
         )
         out["PostgreSQL backends"] = seconds(procs, backends)
+        out[KUBE_API] = self.kube.cpu_seconds(procs)
         return out
 
     def spool_left(self) -> int:

@@ -153,3 +153,37 @@ def test_the_record_parts_study_reads_each_verb_s_records_and_the_event_s_summar
     found = re.search(r"The Explained Event's summary \(.*\): (\d+) us per cycle", done.stdout)
     assert found, done.stdout
     assert int(found.group(1)) > 0
+
+
+def test_a_tiny_run_beside_the_no_op_extender_reads_schedlens_against_the_protocol_s_floor(tmp_path: Path) -> None:
+    results = tmp_path / "results-cost.md"
+    command = [
+        *(sys.executable, "-m", "benchmarks.cost", "--nodes", "30", "--pods", "40", "--rounds", "2"),
+        *("--concurrent-pods", "6", "--bind-pool", "2", "--floor-requests", "0"),
+        *("--variant", "extender=noop", "--variant", ""),
+        *("--database-prefix", f"schedlens_smoke_{uuid.uuid4().hex[:8]}", "--write", str(results)),
+    ]
+    env = {**os.environ, "BENCH_ADMIN_DATABASE_URL": admin_url()}
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = results.read_text()
+    assert "errors**" not in text, text
+    # The no-op extender in Go was built, served the same calls and posted every Binding itself, and no Event.
+    noop = re.search(r"### 30 nodes, extender=noop: every process.*?\n\n(.*?)\n\n", text, re.S)
+    assert noop, text
+    assert "40 filter, 40 prioritize, 40 bind calls; 40 pods bound in the API server" in noop.group(1)
+    assert "API requests per pod: bindings 1.00)" in noop.group(1), "no Explained Event from the no-op"
+    assert re.search(r"^\| no-op extender \(Go\) \|", text, re.M), "its CPU has a row of its own"
+    assert re.search(r"^\| Kubernetes-shaped API server \|", text, re.M), "so has the API server's"
+    # schedlens's total reads as a ratio to the no-op's (the arithmetic: test_cost_report.py).
+    header = next(line for line in text.splitlines() if line.startswith("| nodes | variant |"))
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    rows = {
+        cells[1]: dict(zip(columns, cells, strict=True))
+        for cells in ([c.strip() for c in line.strip("|").split("|")] for line in text.splitlines())
+        if cells[0] == "30"
+    }
+    assert set(rows) == {"extender=noop", "as configured"}, text
+    assert rows["as configured"]["total / no-op's"].endswith("×"), text
+    assert rows["extender=noop"]["total / no-op's"] == ""
