@@ -281,6 +281,10 @@ demo's (on with simulated binds). Off, as with real binds, such a query has no m
 SCHEDLENS_POD_EVENTS = env_bool("SCHEDLENS_POD_EVENTS", SCHEDLENS_BIND_MODE != "simulated")
 """Write an ``Explained`` Event (events.k8s.io/v1) on each pod whose bind is recorded (``dashboard.pod_events``);
 on by default when binding to a real cluster, ``false`` turns it off."""
+SCHEDLENS_POD_EVENT_BURST_SECONDS = env_float("SCHEDLENS_POD_EVENT_BURST_SECONDS", 60.0)
+"""Of the pods one controller makes (named alike: ``scheduler_core.kube.pod_event.burst_group``) in one namespace, the
+first placed in a window of this many seconds gets the ``Explained`` Event, the rest of the burst none (each is one
+more write the API server and etcd pay for); 0: every pod gets its own. A pod named by no controller always does."""
 SCHEDLENS_POD_EVENT_TIMEOUT_SECONDS = env_float("SCHEDLENS_POD_EVENT_TIMEOUT_SECONDS", 2.0)
 """How long one Event creation may take before it is dropped (counted in schedlens_pod_events_dropped_total)."""
 SCHEDLENS_PENDING_EVENT_SECONDS = env_float("SCHEDLENS_PENDING_EVENT_SECONDS", 60.0)

@@ -13,7 +13,9 @@ each failure kind is logged once per process, nothing is raised. An Event owed (
 is always either queued or counted there: no API configured (``unconfigured``), a cycle that names no pod or node
 (``no_pod``, ``no_node``) or is gone (``no_cycle``), an error preparing it (``error``); never skipped silently.
 
-``SCHEDLENS_POD_EVENTS`` (on unless ``SCHEDLENS_BIND_MODE=simulated``) turns it off.
+``SCHEDLENS_POD_EVENTS`` (on unless ``SCHEDLENS_BIND_MODE=simulated``) turns it off. Of a burst of one controller's
+pods, only the first in each window of ``SCHEDLENS_POD_EVENT_BURST_SECONDS`` gets one (``EventBursts``), its note
+saying so; the others are counted in ``schedlens_pod_events_folded_total``.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from prometheus_client import Counter
 from dashboard.models import SchedulingCycle
 from dashboard.selectors.cycles import cycle_list_with_calls, cycle_read, cycle_traffic_terms, records_summary
 from scheduler_core.extender.record.structs import CycleRecords
-from scheduler_core.kube.pod_event import EventWriter, PodEvent
+from scheduler_core.kube.pod_event import EventBursts, EventWriter, PodEvent
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +51,10 @@ POD_EVENTS_DROPPED = Counter(
     ["reason"],
 )
 POD_EVENTS_WRITTEN = Counter("schedlens_pod_events_written", "Explained Events written on pods.")
+POD_EVENTS_FOLDED = Counter(
+    "schedlens_pod_events_folded",
+    "Explained Events not written by SCHEDLENS_POD_EVENT_BURST_SECONDS: a pod of a burst whose first pod has one.",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +65,8 @@ class PodEventJob:
     summary: Callable[[], str]
     """Computed in the emitter's thread (the explanation is not free)."""
     link: str = ""
+    burst_note: str = ""
+    """That the pod's burst has no other Event (``EventBursts.note``): kept whole, like the link."""
     reason: str = REASON
     """``Explained`` (a placement), or ``Unschedulable`` (a waiting pod: ``dashboard.placements.pending_events``)."""
     event_type: str = "Normal"
@@ -77,8 +85,10 @@ class PodEventEmitter:
         *,
         factory: Callable[[], EventWriter | None] | None = None,
         queue_size: int = QUEUE_SIZE,
+        burst_seconds: float | None = None,
     ) -> None:
-        """``writer``, or ``factory`` called once in the thread to make it (finding the cluster's API is I/O)."""
+        """``writer``, or ``factory`` called once in the thread to make it (finding the cluster's API is I/O);
+        ``burst_seconds`` (default ``SCHEDLENS_POD_EVENT_BURST_SECONDS``): which pods of a burst get an Event."""
         self._writer = writer
         self._factory = factory
         self._unavailable = writer is None and factory is None
@@ -88,6 +98,8 @@ class PodEventEmitter:
         self._logged: set[str] = set()
         self._pid = os.getpid()
         self.instance = reporting_instance()
+        seconds = settings.SCHEDLENS_POD_EVENT_BURST_SECONDS if burst_seconds is None else burst_seconds
+        self.bursts = EventBursts(seconds)
 
     @property
     def unavailable(self) -> bool:
@@ -143,12 +155,13 @@ class PodEventEmitter:
             self.drop("unconfigured", UNCONFIGURED)
             return
         note = job.summary().strip() or "scheduled by schedlens"
-        if job.link:
-            note = f"{note} — {job.link}"
-            if len(note.encode()) > 1024:  # keep the link whole: shorten the summary instead
-                room = 1024 - len(f"... — {job.link}".encode())
+        tail = " ".join(filter(None, (job.burst_note, f"— {job.link}" if job.link else "")))
+        if tail:
+            note = f"{note} {tail}"
+            if len(note.encode()) > 1024:  # keep the tail whole: shorten the summary instead
+                room = 1024 - len(f"... {tail}".encode())
                 head = note.encode()[: max(room, 0)].decode("utf-8", "ignore")
-                note = f"{head}... — {job.link}"
+                note = f"{head}... {tail}"
         failure = writer.create(
             PodEvent(
                 namespace=job.namespace,
@@ -241,6 +254,11 @@ def explained_bind(*, cycle: SchedulingCycle, records: CycleRecords) -> None:
     if not cycle.chosen_node:
         emitter().drop("no_node", f"cycle {cycle.pk} names no node: its Explained Event is not written")
         return
+    burst = emitter().bursts
+    if not burst.first(cycle.pod_namespace, cycle.pod_name, cycle.started_at.timestamp()):
+        POD_EVENTS_FOLDED.inc()
+        return
+    burst_note = burst.note(cycle.pod_namespace, cycle.pod_name)
     # The cycle as it is now, and its recorded profile version's terms read here, in the caller's transaction: the
     # emitter's thread explains it later, while the ingester goes on with its objects.
     chosen_node, error = cycle.chosen_node, cycle.error
@@ -255,6 +273,7 @@ def explained_bind(*, cycle: SchedulingCycle, records: CycleRecords) -> None:
         uid=cycle.pod_uid,
         summary=summary,
         link=cycle_link(cycle.pk, cycle.pod_uid),
+        burst_note=burst_note,
     )
     emitter().submit(job)
 

@@ -129,12 +129,33 @@ class Pod:
     names: int
 
 
-def make_pods(cluster: SyntheticCluster, count: int, rng: random.Random, candidates: Candidates) -> list[Pod]:
+_GENERATED = "bcdfghjklmnpqrstvwxz2456789"
+"""Kubernetes' ``SimpleNameGenerator`` alphabet, as controllers name pods and ReplicaSets."""
+
+
+def _workload_pod(pod: dict[str, Any], owner: str, rng: random.Random) -> dict[str, Any]:
+    """``pod`` made by the ReplicaSet ``owner``: named ``<owner>-<5 characters>`` as its controller names them."""
+    name = f"{owner}-" + "".join(rng.choice(_GENERATED) for _ in range(5))
+    meta = pod["metadata"]
+    meta.update(name=name, generateName=f"{owner}-")
+    meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner, "controller": True}]
+    return pod
+
+
+def make_pods(
+    cluster: SyntheticCluster, count: int, rng: random.Random, candidates: Candidates, workloads: int = 0
+) -> list[Pod]:
     """Pods and their filter bodies, built before anything is timed (kube-scheduler encodes ``ExtenderArgs`` with
-    ``encoding/json``: Go field names, ``Nodes`` null with ``nodeCacheCapable``)."""
+    ``encoding/json``: Go field names, ``Nodes`` null with ``nodeCacheCapable``). ``workloads`` > 0: the pods of that
+    many Deployments (each pod's ReplicaSet drawn from them, as a rollout's backlog is), else each pod a ReplicaSet of
+    its own."""
+    names = random.Random(workloads)  # the same Deployments for every variant and round
+    owners = [f"app{i}-" + "".join(names.choice(_GENERATED) for _ in range(10)) for i in range(workloads)]
     out = []
     for _ in range(count):
         pod = make_pod(rng)
+        if owners:
+            pod = _workload_pod(pod, rng.choice(owners), rng)
         pod_json = msgspec.json.encode(pod)
         names = candidates.next()
         body = b'{"Pod":' + pod_json + b',"Nodes":null,"NodeNames":' + msgspec.json.encode(names) + b"}\n"

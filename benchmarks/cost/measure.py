@@ -234,7 +234,7 @@ def measure_phases(
     candidates = {s.label: Candidates(cluster.node_names, rng, fixed=s.fixed_candidates) for s in stacks}
     results = {s.label: Phases(s.label) for s in stacks}
     for stack in stacks:
-        _warm_up(stack, make_pods(cluster, 24, rng, candidates[stack.label]), bind_threads)
+        _warm_up(stack, make_pods(cluster, 24, rng, candidates[stack.label], stack.workloads), bind_threads)
     _wait_drained(stacks, {s.label: 24 for s in stacks}, 120)
     time.sleep(1.0)  # the ingesters' last polls
     for label, idle in _idle(stacks, 5.0).items():
@@ -247,7 +247,7 @@ def measure_phases(
         order = stacks if number % 2 == 0 else list(reversed(stacks))
         for stack in order:
             result = results[stack.label]
-            batch = make_pods(cluster, per_round, rng, candidates[stack.label])
+            batch = make_pods(cluster, per_round, rng, candidates[stack.label], stack.workloads)
             stack.kube.add_pods([p.pod for p in batch])
             conn = Connection("127.0.0.1", stack.port, [0], threading.Lock())
             if profiler:
@@ -314,7 +314,9 @@ def measure_concurrent(
 ) -> list[Concurrent]:
     rng = random.Random(seed)
     batches = {
-        s.label: make_pods(cluster, pods, rng, Candidates(cluster.node_names, rng, fixed=s.fixed_candidates))
+        s.label: make_pods(
+            cluster, pods, rng, Candidates(cluster.node_names, rng, fixed=s.fixed_candidates), s.workloads
+        )
         for s in stacks
     }
     for stack in stacks:

@@ -72,11 +72,12 @@ class NoopStack:
     explains = False
     """No ``Explained`` Events to wait for."""
 
-    def __init__(self, label: str, workdir: Path, *, fixed_candidates: bool = False) -> None:
+    def __init__(self, label: str, workdir: Path, *, fixed_candidates: bool = False, workloads: int = 0) -> None:
         self.label = label
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.fixed_candidates = fixed_candidates
+        self.workloads = workloads
         binary = build()
         self.kube = KubeAPIProcess()
         self.port = free_port()

@@ -42,7 +42,11 @@ alternate them (A B, then B A, ...), so machine drift hits both alike.
         --variant checkout=/tmp/before --variant "" --variant SCHEDLENS_BIND_MODE=simulated --variant candidates=fixed
 
 ``candidates=fixed`` (a client setting, not an environment variable) sends the same NodeNames for every pod, as the
-lean benchmarks do. ``--write FILE`` writes the results file, ``--append --title T`` adds a run to it as a section.
+lean benchmarks do; ``workloads=N`` (another) sends the pods of N Deployments, named as their ReplicaSets name them,
+instead of each pod a ReplicaSet of its own: a rollout's backlog, whose bursts ``SCHEDLENS_POD_EVENT_BURST_SECONDS``
+gives one ``Explained`` Event each; ``extender=noop`` runs the no-op extender in Go instead of schedlens
+(``benchmarks/cost/noop.py``).
+``--write FILE`` writes the results file, ``--append --title T`` adds a run to it as a section.
 """
 
 from __future__ import annotations
@@ -100,7 +104,10 @@ def run_size(
             progress(f"{nodes} nodes: starting {label}")
             if env.get("extender") == "noop":
                 fixed = env.get("candidates", "kube-scheduler") == "fixed"
-                stacks.append(NoopStack(label, size_dir / f"variant-{number}", fixed_candidates=fixed))
+                workloads = int(env.get("workloads", "0"))
+                stacks.append(
+                    NoopStack(label, size_dir / f"variant-{number}", fixed_candidates=fixed, workloads=workloads)
+                )
                 continue
             database = None if database_url else f"{database_prefix}_{nodes}_{number}"
             stacks.append(

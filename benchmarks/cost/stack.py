@@ -198,6 +198,7 @@ class Stack:
         workdir.mkdir(parents=True, exist_ok=True)
         extra_env = dict(extra_env)
         self.fixed_candidates = extra_env.pop("candidates", "kube-scheduler") == "fixed"
+        self.workloads = int(extra_env.pop("workloads", "0"))
         modules = server_modules(checkout)
         assert modules is not None, checkout  # parse_variant checked it
         settings = modules["settings"]  # the checkout's own, not this process's

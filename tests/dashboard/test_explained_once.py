@@ -59,7 +59,7 @@ def api() -> Iterator[FakeKubeAPI]:
 def emitter(api: FakeKubeAPI, settings) -> Iterator[pod_events.PodEventEmitter]:
     settings.SCHEDLENS_POD_EVENTS = True
     writer = KubernetesEventWriter(api_client_for(api), timeout_seconds=2.0)
-    new = pod_events.PodEventEmitter(writer)
+    new = pod_events.PodEventEmitter(writer, burst_seconds=0)  # once per pod, every pod: no burst folds one
     previous = pod_events.install(new)
     yield new
     pod_events.install(previous)
@@ -187,7 +187,7 @@ def slow_emitter(api: FakeKubeAPI, settings) -> Iterator[tuple[pod_events.PodEve
     settings.SCHEDLENS_POD_EVENTS = True
     writer = KubernetesEventWriter(api_client_for(api), timeout_seconds=2.0)
     factory = SlowFactory(writer)
-    new = pod_events.PodEventEmitter(factory=factory)
+    new = pod_events.PodEventEmitter(factory=factory, burst_seconds=0)
     previous = pod_events.install(new)
     yield new, factory
     factory.release.set()
@@ -252,7 +252,7 @@ def test_a_claimed_event_that_cannot_be_written_is_counted_as_dropped(api, setti
     settings.SCHEDLENS_POD_EVENTS = True
     factory = SlowFactory(None)
     factory.release.set()
-    new = pod_events.PodEventEmitter(factory=factory)
+    new = pod_events.PodEventEmitter(factory=factory, burst_seconds=0)
     previous = pod_events.install(new)
     try:
         calls = pending_pods(api, "web-1", "web-2", "web-3")

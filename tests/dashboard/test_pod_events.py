@@ -45,7 +45,7 @@ def emitter(api: FakeKubeAPI, settings) -> Iterator[pod_events.PodEventEmitter]:
     settings.SCHEDLENS_POD_EVENTS = True
     settings.SCHEDLENS_PUBLIC_URL = PUBLIC_URL
     writer = KubernetesEventWriter(api_client_for(api), timeout_seconds=0.5)
-    new = pod_events.PodEventEmitter(writer)
+    new = pod_events.PodEventEmitter(writer, burst_seconds=0)  # every pod its Event: bursts are tested below
     previous = pod_events.install(new)
     yield new
     assert new.join(5)
@@ -295,4 +295,52 @@ def test_the_event_carries_the_clients_headers_and_its_token_asked_for_on_every_
     headers = {k.lower(): v for k, v in posted[0].headers.items()}
     assert (headers["user-agent"], headers["accept"]) == ("schedlens-test/1", "application/json")
     assert [e["regarding"]["name"] for e in api.created_events] == ["web-1", "web-2"]
+    writer.close()
+
+
+def folded() -> float:
+    return REGISTRY.get_sample_value("schedlens_pod_events_folded_total") or 0.0
+
+
+@pytest.mark.django_db
+def test_of_a_burst_of_one_controller_s_pods_the_first_gets_the_event_saying_so(api, kube, settings) -> None:
+    settings.SCHEDLENS_POD_EVENTS = True
+    settings.SCHEDLENS_PUBLIC_URL = PUBLIC_URL
+    writer = KubernetesEventWriter(api_client_for(api), timeout_seconds=0.5)
+    emitter = pod_events.PodEventEmitter(writer, burst_seconds=60)
+    previous = pod_events.install(emitter)
+    before = folded()
+    try:
+        first = kube.schedule(at=T0, name="web-7d9f8c-x2b4q", uid="u1")
+        kube.schedule(at=T0 + timedelta(seconds=20), name="web-7d9f8c-m5n6p", uid="u2")  # same burst: none
+        other = kube.schedule(at=T0 + timedelta(seconds=30), name="api", uid="u3")  # no controller's name: its own
+        later = kube.schedule(at=T0 + timedelta(seconds=75), name="web-7d9f8c-q2w4r", uid="u4")  # a new window
+        assert emitter.join(5)
+    finally:
+        pod_events.install(previous)
+        writer.close()
+
+    events = {e["regarding"]["name"]: e["note"] for e in api.created_events}
+    assert set(events) == {"web-7d9f8c-x2b4q", "api", "web-7d9f8c-q2w4r"}
+    assert folded() == before + 1
+    burst = (
+        "Pods named web-7d9f8c-* placed within 60 s of this one have no Explained Event of their own: "
+        "kubectl schedlens why POD -n shop."
+    )
+    for cycle in (first, later):
+        summary = cycle_explanation(cycle=cycle_list_with_calls().get(pk=cycle.pk)).summary
+        assert events[cycle.pod_name] == f"{summary} {burst} — {PUBLIC_URL}/cycles/{cycle.pk}/"
+    summary = cycle_explanation(cycle=cycle_list_with_calls().get(pk=other.pk)).summary
+    assert events["api"] == f"{summary} — {PUBLIC_URL}/cycles/{other.pk}/"
+
+
+def test_a_long_note_keeps_the_burst_sentence_and_the_link_whole(api) -> None:
+    writer = KubernetesEventWriter(api_client_for(api), timeout_seconds=1.0)
+    emitter = pod_events.PodEventEmitter(writer)
+    link, burst = f"{PUBLIC_URL}/cycles/42/", "Pods named web-* placed within 60 s of this one have none."
+    emitter.submit(pod_events.PodEventJob("shop", "web-1", "u", lambda: "é" * 2000, link=link, burst_note=burst))
+    assert emitter.join(5)
+    note = api.created_events[0]["note"]
+    assert len(note.encode()) <= 1024
+    assert note.endswith(f"... {burst} — {link}")
     writer.close()
