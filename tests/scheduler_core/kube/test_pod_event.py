@@ -31,7 +31,8 @@ def test_the_first_pod_of_each_window_of_a_group_gets_its_event() -> None:
     assert bursts.first("shop", "web-7d9f8c-x2b4q", 1000.0)
     assert not bursts.first("shop", "web-7d9f8c-m5n6p", 1030.0)
     assert bursts.first("other", "web-7d9f8c-m5n6p", 1030.0), "another namespace, another group"
-    assert bursts.first("shop", "api", 1031.0) and bursts.first("shop", "api", 1032.0), "a bare pod always"
+    assert bursts.first("shop", "api", 1031.0), "a bare pod always"
+    assert bursts.first("shop", "api", 1032.0), "a bare pod always"
     assert not bursts.first("shop", "web-7d9f8c-k2m4n", 999.0), "placed just before, ingested after: same burst"
     assert bursts.first("shop", "web-7d9f8c-q2w4r", 1060.0), "the window closed"
     assert not bursts.first("shop", "web-7d9f8c-z2x4c", 1100.0), "the new window is open"
