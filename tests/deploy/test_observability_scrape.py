@@ -247,6 +247,7 @@ def scenario_value(sample: str, labels: Mapping[str, str], scenario: str, pod: s
         "schedlens_bind_intent_reconcile_failures_total": lambda: 0.1 if broken else 0.0,
         "schedlens_pod_events_dropped_total": lambda: 0.1 if broken else 0.0,  # no alert: Events are a courtesy
         "schedlens_pod_events_written_total": lambda: VERB_RATE / 3.0,
+        "schedlens_pod_events_folded_total": lambda: VERB_RATE / 6.0,  # a burst's pods after its first
         "schedlens_traffic_refresh_errors_total": lambda: 0.5 / 15.0 if broken else 0.0,
         "schedlens_traffic_refresh_duration_seconds_count": lambda: 1.0 / 15.0,
         "schedlens_traffic_refresh_duration_seconds_sum": lambda: (9.0 if broken else 0.05) / 15.0,
