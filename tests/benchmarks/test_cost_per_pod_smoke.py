@@ -68,19 +68,27 @@ def admin_url() -> str:
     return urlunsplit(parts._replace(path="/postgres"))
 
 
-def test_a_tiny_run_binds_every_pod_and_accounts_for_every_process(tmp_path: Path) -> None:
+def tiny_run(tmp_path: Path, *variants: str) -> str:
+    """``python -m benchmarks.cost`` at 30 nodes and 40 pods (``--variant`` each of ``variants``): its results file,
+    once the run succeeded and reported no error."""
     results = tmp_path / "results-cost.md"
     command = [
         *(sys.executable, "-m", "benchmarks.cost", "--nodes", "30", "--pods", "40", "--rounds", "2"),
         *("--concurrent-pods", "6", "--bind-pool", "2", "--floor-requests", "0"),
+        *(arg for variant in variants for arg in ("--variant", variant)),
         *("--database-prefix", f"schedlens_smoke_{uuid.uuid4().hex[:8]}", "--write", str(results)),
     ]
     env = {**os.environ, "BENCH_ADMIN_DATABASE_URL": admin_url()}
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
 
     assert done.returncode == 0, done.stderr[-3000:]
     text = results.read_text()
     assert "errors**" not in text, text
+    return text
+
+
+def test_a_tiny_run_binds_every_pod_and_accounts_for_every_process(tmp_path: Path) -> None:
+    text = tiny_run(tmp_path)
     phases = re.search(
         r"40 pods \((\d+) filter, (\d+) prioritize, (\d+) bind calls; (\d+) pods bound in the API server; "
         r"API requests per pod: ([^)]*)\)",
@@ -156,19 +164,7 @@ def test_the_record_parts_study_reads_each_verb_s_records_and_the_event_s_summar
 
 
 def test_a_tiny_run_beside_the_no_op_extender_reads_schedlens_against_the_protocol_s_floor(tmp_path: Path) -> None:
-    results = tmp_path / "results-cost.md"
-    command = [
-        *(sys.executable, "-m", "benchmarks.cost", "--nodes", "30", "--pods", "40", "--rounds", "2"),
-        *("--concurrent-pods", "6", "--bind-pool", "2", "--floor-requests", "0"),
-        *("--variant", "extender=noop", "--variant", ""),
-        *("--database-prefix", f"schedlens_smoke_{uuid.uuid4().hex[:8]}", "--write", str(results)),
-    ]
-    env = {**os.environ, "BENCH_ADMIN_DATABASE_URL": admin_url()}
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
-
-    assert done.returncode == 0, done.stderr[-3000:]
-    text = results.read_text()
-    assert "errors**" not in text, text
+    text = tiny_run(tmp_path, "extender=noop", "")
     # The no-op extender in Go was built, served the same calls and posted every Binding itself, and no Event.
     noop = re.search(r"### 30 nodes, extender=noop: every process.*?\n\n(.*?)\n\n", text, re.S)
     assert noop, text
