@@ -1,11 +1,12 @@
 """Per-node counts of an ingest batch's new calls (``node_tallies`` counts and stores them; this gathers a batch's,
 as the ingester needs).
 
-A batch's filters list hundreds of candidates each, and kube-scheduler sends no two pods the same list, so whatever
-walks the names in Python walks every candidate of every call. Here a call adds only references to its lists
-(:meth:`BatchTallies.add`); on PostgreSQL the batch's lists go to the database as a few arrays, concatenated and
-JSON-encoded in C, and the database counts them per node in the upsert itself (``record_writes.tallies_upsert``).
-SQLite (the demo) counts them here, a node at a time (:meth:`BatchTallies.counts`).
+A batch's filters list hundreds of candidates each, and kube-scheduler sends no two pods the same list, so the counts
+walk every candidate of every call. They are summed here, per node, with ``Counter.update`` and ``dict.update``
+walking each list in C (:meth:`BatchTallies.counts`), so that the database receives one element per node and per
+node's reason, whatever the batch's size: on PostgreSQL as a few arrays it upserts in two statements
+(``record_writes.tallies_upsert``), elsewhere as rows (``node_tallies.tallies_add``). Summing in the database instead,
+an element per candidate, cost PostgreSQL more CPU than the whole ingest's Python (``benchmarks.cost.ingest_parts``).
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from itertools import chain, repeat
+from itertools import repeat
 
 from django.db import connection
 
 from dashboard.ingest.new_calls import NewCall
 from dashboard.ingest.record_writes import NodeElements, ReasonElements, tallies_upsert
 from dashboard.models import REASON_LIMIT, REASON_PLUGIN_LIMIT
-from dashboard.services.node_tallies import NodeCounts, Reasons, count_reasons, reason_key, tallies_add
+from dashboard.services.node_tallies import NodeCounts, reason_key, tallies_add
 from scheduler_core.extender.record.structs import BIND, FILTER
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -81,73 +82,28 @@ class BatchTallies:
     def write(self, *, day: date) -> None:
         """Add the counts to the stored ones, and to ``day``'s share (the day the batch's calls are stored on)."""
         if connection.vendor == "postgresql":
-            tallies_upsert(self.node_elements(), self.reason_elements(), day=day)
+            node_elements, reason_elements = _elements(self.counts())
+            tallies_upsert(node_elements, reason_elements, day=day)
         else:
             tallies_add(self.counts(), day=day)
 
-    # --- PostgreSQL: arrays the database counts ------------------------------------------------------------------
-
-    def node_elements(self) -> NodeElements:
-        """One element per candidate, failed node, bound node and moved cycle: the database sums them per node."""
-        filters = self.filters
-        failed = [list(f.failures) if f.failures else [] for f in filters]
-        sizes = [len(f.nodes) for f in filters]
-        considered, failures, binds = sum(sizes), sum(map(len, failed)), len(self.binds)
-        preferred = {name: change for name, change in self.preferred.items() if change}
-        placed = {name: change for name, change in self.placements.items() if change}
-        nodes = [*chain.from_iterable(f.nodes for f in filters), *chain.from_iterable(failed)]
-        nodes += [name for name, _ in self.binds]
-        nodes += [*preferred, *placed]
-        seen = [*chain.from_iterable(repeat(_micros(f.at), size) for f, size in zip(filters, sizes, strict=True))]
-        seen += repeat(-1, failures)
-        seen += [_micros(at) for _, at in self.binds]
-        seen += repeat(-1, len(preferred) + len(placed))
-        calls = considered + failures + binds
-        return NodeElements(
-            nodes=nodes,
-            considered=[*repeat(1, considered), *repeat(0, len(nodes) - considered)],
-            filtered_out=[*repeat(0, considered), *repeat(1, failures), *repeat(0, len(nodes) - considered - failures)],
-            preferred=[*repeat(0, calls), *preferred.values(), *repeat(0, len(placed))],
-            placements=[*repeat(0, calls + len(preferred)), *placed.values()],
-            seen_micros=seen,
-            lowered={
-                name: (min(preferred.get(name, 0), 0), min(placed.get(name, 0), 0))
-                for name in {*preferred, *placed}
-                if preferred.get(name, 0) < 0 or placed.get(name, 0) < 0
-            },
-        )
-
-    def reason_elements(self) -> ReasonElements:
-        """One element per failed node and plugin that failed it: the database counts them per node and reason."""
-        nodes: list[str] = []
-        plugins: list[str] = []
-        reasons: list[str] = []
-        for f in self.filters:
-            if not f.failures:
-                continue
-            for node, verdicts in f.failures.items():
-                nodes += repeat(node, len(verdicts))
-                plugins += verdicts
-                reasons += verdicts.values()
-        if plugins and (max(map(len, plugins)) > REASON_PLUGIN_LIMIT or max(map(len, reasons)) > REASON_LIMIT):
-            clipped = [reason_key(p, r) for p, r in zip(plugins, reasons, strict=True)]
-            plugins, reasons = [p for p, _ in clipped], [r for _, r in clipped]
-        return ReasonElements(nodes=nodes, plugins=plugins, reasons=reasons)
-
-    # --- SQLite: counted here --------------------------------------------------------------------------------------
-
     def counts(self) -> dict[str, NodeCounts]:
+        """The batch's counts per node: its changes to each stored count, and the latest time it saw the node."""
         considered: Counter[str] = Counter()
         filtered_out: Counter[str] = Counter()
-        reasons: dict[str, Reasons] = {}
+        reasons: Counter[tuple[str, str, str]] = Counter()
         last_seen: dict[str, datetime] = {}
         seen: list[tuple[datetime, Sequence[str]]] = [(f.at, f.nodes) for f in self.filters]
         seen += [(at, (node,)) for node, at in self.binds]
         for f in self.filters:
             considered.update(f.nodes)
-            for name, verdicts in (f.failures or {}).items():
-                filtered_out[name] += 1
-                count_reasons(reasons.setdefault(name, {}), verdicts, 1)
+            if f.failures:
+                filtered_out.update(f.failures.keys())  # (the keys: a mapping would add its values)
+                reasons.update(
+                    (name, plugin, reason)
+                    for name, verdicts in f.failures.items()
+                    for plugin, reason in verdicts.items()
+                )
         for at, names in sorted(seen, key=lambda item: item[0]):  # oldest first: the latest time of each node wins
             last_seen.update(zip(names, repeat(at)))
         preferred = {name: change for name, change in self.preferred.items() if change}
@@ -160,8 +116,45 @@ class BatchTallies:
                 last_seen.get(name),
                 preferred.get(name, 0),
             )
-            for name in set(considered) | set(filtered_out) | set(placements) | set(preferred)
+            for name in considered.keys()
+            | filtered_out.keys()
+            | placements.keys()
+            | preferred.keys()
+            | last_seen.keys()
         }
-        for name, node_reasons in reasons.items():
-            counts[name].reasons = node_reasons
+        for (name, plugin, reason), times in reasons.items():
+            node = counts[name]
+            if node.reasons is None:
+                node.reasons = {}
+            key = (plugin, reason)
+            if len(plugin) > REASON_PLUGIN_LIMIT or len(reason) > REASON_LIMIT:
+                key = reason_key(plugin, reason)  # two reasons cut alike count together, as the rebuild counts them
+            node.reasons[key] = node.reasons.get(key, 0) + times
         return counts
+
+
+def _elements(counts: Mapping[str, NodeCounts]) -> tuple[NodeElements, ReasonElements]:
+    """The batch's counts as ``tallies_upsert``'s arrays: one element per node, one per node's reason."""
+    items = sorted(counts.items())
+    reasons = [(name, key, times) for name, c in items if c.reasons for key, times in c.reasons.items()]
+    return (
+        NodeElements(
+            nodes=[name for name, _ in items],
+            considered=[c.considered for _, c in items],
+            filtered_out=[c.filtered_out for _, c in items],
+            preferred=[c.preferred for _, c in items],
+            placements=[c.placements for _, c in items],
+            seen_micros=[-1 if c.last_seen_at is None else _micros(c.last_seen_at) for _, c in items],
+            lowered={
+                name: (min(c.preferred, 0), min(c.placements, 0))
+                for name, c in items
+                if c.preferred < 0 or c.placements < 0
+            },
+        ),
+        ReasonElements(
+            nodes=[name for name, _, _ in reasons],
+            plugins=[plugin for _, (plugin, _), _ in reasons],
+            reasons=[reason for _, (_, reason), _ in reasons],
+            counts=[times for _, _, times in reasons],
+        ),
+    )

@@ -4,9 +4,9 @@ This is the one step of the ingest that differs by database. On PostgreSQL the n
 calls is one round trip however many there are), with the cycles' ids drawn from their sequence beforehand so that
 calls and postings can point at them; on SQLite, by ``bulk_create``. A new call's row is built once
 (:func:`call_row`), in the names its chain link covers, and only :func:`insert_calls` writes it one way or the other.
-Rows that may exist already go in by upserts: node postings and the ingest's node counts as arrays the database
-aggregates (:func:`postings_add`, :func:`tallies_upsert`); the other node counts are upserted by
-``dashboard.services.node_tallies`` itself.
+Rows that may exist already go in by upserts: node postings and the ingest's node counts, summed per node before
+they are sent, as arrays of one element per row (:func:`postings_add`, :func:`tallies_upsert`); the other node counts
+are upserted by ``dashboard.services.node_tallies`` itself.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from itertools import chain, repeat
 from typing import Any
 
 import msgspec
@@ -165,31 +164,36 @@ def postings_add(cycles: Sequence[tuple[int, Sequence[str]]]) -> None:
     """PostgreSQL: set each cycle's bit (its ``candidate_slot``) in the NodePosting rows of its candidates, in one
     upsert, so that ``dashboard.filters`` finds a node's cycles by index instead of scanning candidate lists.
 
-    Every candidate of every cycle is one element of two arrays (its name, its cycle's slot), built by
-    concatenation; the database sets the bits and ORs them per node and block (``bit_or``), so that no Python walks
-    the names (no two cycles of kube-scheduler list the same candidates).
+    The bits are ORed here, per node and block, so that the database receives one element per row it upserts (a
+    block's bits as hexadecimal, bit 0 leftmost as ``set_bit`` numbers them), not one per candidate.
     """
-    if not cycles:
+    masks: dict[int, dict[str, int]] = {}
+    for slot, names in cycles:
+        block, bit = divmod(slot, POSTING_BITS)
+        value = 1 << (POSTING_BITS - 1 - bit)
+        of_block = masks.setdefault(block, {})
+        for name in names:
+            of_block[name] = of_block.get(name, 0) | value
+    rows = sorted((name, block, mask) for block, of_block in masks.items() for name, mask in of_block.items())
+    if not rows:
         return
-    nodes = list(chain.from_iterable(names for _, names in cycles))
-    if not nodes:
-        return
-    slots = list(chain.from_iterable(repeat(slot, len(names)) for slot, names in cycles))
     table = connection.ops.quote_name(NodePosting._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {table} (node, block, bits) "  # noqa: S608
-            f"SELECT node, slot::int8 / {POSTING_BITS}, "
-            f"bit_or(set_bit(repeat('0', {POSTING_BITS})::bit({POSTING_BITS}), "
-            f"(slot::int8 %% {POSTING_BITS})::int, 1)) "
-            "FROM ROWS FROM (json_array_elements_text(%s::json), json_array_elements_text(%s::json)) AS e(node, slot) "
-            "GROUP BY 1, 2 ORDER BY 1, 2 "
+            f"SELECT node, block::int8, ('x' || bits)::bit({POSTING_BITS}) "
+            f"FROM ROWS FROM ({_ELEMENTS_3}) AS e(node, block, bits) "
             f"ON CONFLICT (node, block) DO UPDATE SET bits = {table}.bits | excluded.bits",
-            [_json(nodes), _json(slots)],
+            [
+                _json([name for name, _, _ in rows]),
+                _json([block for _, block, _ in rows]),
+                _json([format(mask, f"0{POSTING_BITS // 4}x") for _, _, mask in rows]),
+            ],
         )
 
 
 _ELEMENTS_3 = ", ".join(["json_array_elements_text(%s::json)"] * 3)
+_ELEMENTS_4 = ", ".join(["json_array_elements_text(%s::json)"] * 4)
 _ELEMENTS_6 = ", ".join(["json_array_elements_text(%s::json)"] * 6)
 """Parallel JSON arrays as rows (``ROWS FROM`` zips them in order), one parameter each."""
 
@@ -203,8 +207,8 @@ _json_encode = msgspec.json.Encoder().encode
 
 @dataclass(slots=True)
 class NodeElements:
-    """A batch's per-node counts as parallel arrays, one element per thing counted (``BatchTallies``): the database
-    sums them per node."""
+    """A batch's per-node counts as parallel arrays (``BatchTallies`` gives one element per node; the database sums
+    any repeated node's)."""
 
     nodes: list[str]
     considered: list[int]
@@ -221,11 +225,12 @@ class NodeElements:
 
 @dataclass(slots=True)
 class ReasonElements:
-    """One element per failed node and plugin that failed it, with the reason (cut to the columns' widths)."""
+    """How many times each node failed for each plugin and reason (cut to the columns' widths), as parallel arrays."""
 
     nodes: list[str]
     plugins: list[str]
     reasons: list[str]
+    counts: list[int]
 
 
 def tallies_upsert(nodes: NodeElements, reasons: ReasonElements, *, day: date) -> None:
@@ -272,8 +277,8 @@ def tallies_upsert(nodes: NodeElements, reasons: ReasonElements, *, day: date) -
                 )
         if reasons.nodes:
             cursor.execute(
-                "WITH g AS (SELECT node, plugin, reason, count(*) AS n "  # noqa: S608
-                f"FROM ROWS FROM ({_ELEMENTS_3}) AS e(node, plugin, reason) GROUP BY 1, 2, 3), "
+                "WITH g AS (SELECT node, plugin, reason, sum(n::int8) AS n "  # noqa: S608
+                f"FROM ROWS FROM ({_ELEMENTS_4}) AS e(node, plugin, reason, n) GROUP BY 1, 2, 3), "
                 f"d AS (INSERT INTO {day_reason_tally} (day, node, plugin, reason, count) "
                 "SELECT %s, node, plugin, reason, n FROM g ORDER BY 2, 3, 4 "
                 f"ON CONFLICT (day, node, plugin, reason) DO UPDATE SET count = {day_reason_tally}.count + "
@@ -281,5 +286,5 @@ def tallies_upsert(nodes: NodeElements, reasons: ReasonElements, *, day: date) -
                 f"INSERT INTO {reason_tally} (node, plugin, reason, count) SELECT node, plugin, reason, n FROM g "
                 f"ORDER BY 1, 2, 3 ON CONFLICT (node, plugin, reason) DO UPDATE SET count = {reason_tally}.count + "
                 "excluded.count",
-                [_json(reasons.nodes), _json(reasons.plugins), _json(reasons.reasons), day],
+                [_json(reasons.nodes), _json(reasons.plugins), _json(reasons.reasons), _json(reasons.counts), day],
             )
