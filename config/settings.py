@@ -231,7 +231,10 @@ SCHEDLENS_SPOOL_DIR = Path(env_str("SCHEDLENS_SPOOL_DIR", str(VAR_DIR / "spool")
 """Local durable outbox for cycle records: verbs append here and never wait on the database."""
 SCHEDLENS_INGEST_IN_PROCESS = env_bool("SCHEDLENS_INGEST_IN_PROCESS", True)
 """Drain the spool from a thread of each web process; turn off when a separate ``ingest_spool`` runs."""
-SCHEDLENS_INGEST_INTERVAL = env_float("SCHEDLENS_INGEST_INTERVAL", 0.5)
+SCHEDLENS_INGEST_INTERVAL = env_float("SCHEDLENS_INGEST_INTERVAL", 2.0)
+"""Seconds between ingest passes. A batch upserts the per-node counts of every node its cycles listed, at about the
+same cost to the database whatever the number of cycles: passes further apart make larger batches, each pod's share
+smaller, and the history and ``Explained`` Events this much later."""
 SCHEDLENS_INGEST_PREPARERS = env_int("SCHEDLENS_INGEST_PREPARERS", 2)
 """Processes preparing batches beside ``ingest_spool --follow``'s writing once it is behind
 (``dashboard.ingest.call_builders``); 0: always a thread of the ingester (one core's worth)."""
