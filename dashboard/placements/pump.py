@@ -38,13 +38,16 @@ log = logging.getLogger(__name__)
 
 
 class PlacementPump:
-    def __init__(self, *, reconcile_interval: float = 5.0, retry_interval: float = 2.0) -> None:
+    def __init__(
+        self, *, reconcile_interval: float = 5.0, retry_interval: float = 2.0, waiting_sync_interval: float = 1.0
+    ) -> None:
         self._waiting: WaitingSource | None = None
         self._waiting_synced: tuple[int, bool] | None = None
         self._last_waiting_sync = 0.0
         self._queue: queue.Queue[Observation] = queue.Queue()
         self._retry: deque[Observation] = deque()
         self._reconcile_interval = reconcile_interval
+        self._waiting_sync_interval = waiting_sync_interval
         self._retry_interval = retry_interval
         self._last_reconcile = 0.0
         self.recorded = 0
@@ -59,13 +62,18 @@ class PlacementPump:
         self._queue.put(observation)
 
     @property
+    def _wake_interval(self) -> float:
+        """How long a step waits for an observation: a pending list owed a sync is not left for a reconcile."""
+        return min(self._reconcile_interval, self._waiting_sync_interval)
+
+    @property
     def pending(self) -> int:
         return self._queue.qsize() + len(self._retry)
 
     def run(self, stop: threading.Event) -> None:
         """Record observations until ``stop`` is set (then what is already queued is still recorded)."""
         while not stop.is_set():
-            self.step(timeout=self._reconcile_interval)
+            self.step(timeout=self._wake_interval)
         self.drain()
 
     def run_until(self, done: Callable[[], bool], *, timeout: float) -> bool:
@@ -75,7 +83,7 @@ class PlacementPump:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
-            self.step(timeout=min(remaining, self._reconcile_interval))
+            self.step(timeout=min(remaining, self._wake_interval))
         return True
 
     def drain(self) -> None:
@@ -86,7 +94,7 @@ class PlacementPump:
             except queue.Empty:
                 break
             self._record(observation)
-        self._sync_waiting()
+        self._sync_waiting(now=True)
         self._reconcile()
 
     def step(self, *, timeout: float) -> None:
@@ -129,12 +137,14 @@ class PlacementPump:
         self.recorded += 1
         return True
 
-    def _sync_waiting(self) -> None:
-        """The live pending list after the observations: a bind recorded first never lingers as waiting. Once the queue
-        is empty, or every ``reconcile_interval`` while a storm keeps it full."""
+    def _sync_waiting(self, *, now: bool = False) -> None:
+        """The live pending list after the observations, at most once every ``waiting_sync_interval`` (``now``: at
+        once). Each sync compares the whole waiting set with the table, and a backlog binding pod by pod changes the
+        set with each bind; a bound pod leaves the list as its bind is recorded (``placements_record``), so only
+        pods newly waiting wait for the next sync."""
         if self._waiting is None:
             return
-        if not self._queue.empty() and time.monotonic() - self._last_waiting_sync < self._reconcile_interval:
+        if not now and time.monotonic() - self._last_waiting_sync < self._waiting_sync_interval:
             return
         state = (self._waiting.waiting_version, self._waiting.pods_synced)
         if state == self._waiting_synced:

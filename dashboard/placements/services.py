@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from dashboard import pod_events
@@ -110,12 +111,28 @@ def placements_waiting_sync(pods: Sequence[WatchedPod], *, complete: bool = True
 
 
 def placements_reconcile(*, now: datetime | None = None) -> int:
-    """Link recent observations still without a cycle and re-apply the others; returns how many changed a row."""
+    """Link recent observations still without a cycle and re-apply those their cycle does not say yet; returns how
+    many changed a row.
+
+    Only the observations :func:`_apply` could still change anything for are read (:func:`_unsettled`): re-applying
+    every one in the window on every pass made the watcher's work per pod grow with the rate of binds."""
     since = (now or timezone.now()) - RECONCILE_WINDOW
     changed = 0
-    for observation in PlacementObservation.objects.filter(occurred_at__gte=since).select_related("cycle"):
+    for observation in _unsettled(PlacementObservation.objects.filter(occurred_at__gte=since)).select_related("cycle"):
         changed += _settle(observation)
     return changed
+
+
+def _unsettled(observations: QuerySet[PlacementObservation]) -> QuerySet[PlacementObservation]:
+    """``observations`` that :func:`_settle` may still act on: those without a cycle, binds whose cycle names no node
+    or whose Event is not settled (``explained_at``), failures whose cycle is still pending without a node. For any
+    other, :func:`_apply` writes nothing."""
+    return observations.filter(
+        Q(cycle__isnull=True)
+        | Q(kind=ObservationKind.BOUND, cycle__chosen_node="")
+        | Q(kind=ObservationKind.BOUND, explained_at__isnull=True)
+        | Q(kind=ObservationKind.FAILED_SCHEDULING, cycle__outcome=Outcome.PENDING, cycle__chosen_node="")
+    )
 
 
 def _settle(observation: PlacementObservation) -> int:

@@ -62,3 +62,32 @@ def test_each_waiting_pod_is_listed_with_both_sides_counted_and_the_list_empties
 
 def _failures_seen() -> int:
     return PlacementObservation.objects.filter(kind=ObservationKind.FAILED_SCHEDULING).count()
+
+
+def test_a_backlog_binding_pod_by_pod_syncs_the_pending_list_once_per_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each bind empties the pump's queue and changes the waiting set: syncing the whole set after each one made the
+    # watcher's work per pod grow with the backlog.
+    from dashboard.placements import pump as pump_module
+    from scheduler_core.kube.placement_watch import Observation
+
+    class Backlog:
+        waiting_version = 0
+        pods_synced = True
+
+        def waiting(self) -> list[object]:
+            return []
+
+    backlog = Backlog()
+    syncs: list[int] = []
+    monkeypatch.setattr(pump_module, "placements_record", lambda **kwargs: None)
+    monkeypatch.setattr(pump_module, "placements_waiting_sync", lambda pods, complete: syncs.append(len(pods)))
+    pump = PlacementPump(reconcile_interval=600, waiting_sync_interval=600)
+    pump.keep_waiting(backlog)  # type: ignore[arg-type]  # (a WaitingSource in all but its pods)
+    for i in range(20):
+        backlog.waiting_version += 1
+        pump.put(Observation("bound", f"bound:uid-{i}:node-1", f"uid-{i}", "shop", f"web-{i}", 0.0, node="node-1"))
+        pump.step(timeout=0)
+
+    assert len(syncs) == 1
+    pump.drain()  # and once more when asked to catch up: the list is what the watch says at the end
+    assert len(syncs) == 2

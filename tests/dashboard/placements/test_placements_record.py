@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from dashboard.models import Outcome, SchedulingCycle
 from dashboard.placements.models import ObservationKind, PlacementObservation
@@ -112,6 +114,20 @@ def test_the_reconcile_restores_the_outcome_after_the_ingester_re_derived_the_cy
 
     assert refresh(c).chosen_node == "node-7"
     assert c.outcome == Outcome.BOUND
+
+
+def test_the_reconcile_reads_the_observations_their_cycles_already_say_no_further() -> None:
+    # kube-scheduler binds hundreds of pods a minute: every reconcile re-applying each of the window's settled
+    # observations made the watcher's work per pod grow with the rate.
+    for i in range(20):
+        cycle(f"uid-{i}", NOW - timedelta(seconds=1))
+        bound(f"uid-{i}", "node-7", NOW)
+    bound("uid-late", "node-8", NOW)  # its cycle has not reached the database yet
+
+    with CaptureQueriesContext(connection) as queries:
+        assert placements_reconcile(now=NOW) == 0
+
+    assert len(queries) <= 3, [q["sql"] for q in queries]
 
 
 def test_a_binding_is_not_pinned_on_an_attempt_that_failed() -> None:
