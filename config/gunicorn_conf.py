@@ -21,6 +21,10 @@ timeout = 30
 graceful_timeout = 10
 accesslog = os.environ.get("ACCESS_LOG") or None
 errorlog = "-"
+# gunicorn's control socket (25+) lives at one path per user, $XDG_RUNTIME_DIR or ~/.gunicorn, and each server
+# unlinks whatever is there as it starts and stops: two servers on one host (make run beside make serve, two
+# replicas) would take each other's. The supervisor (Kubernetes, make serve) manages schedlens, never gunicornc.
+control_socket_disable = True
 
 # TLS for the extender endpoint (kube-scheduler's extender `tlsConfig`): SCHEDLENS_TLS_CERT + SCHEDLENS_TLS_KEY
 # serve https; SCHEDLENS_TLS_CLIENT_CA also requires every client to present a certificate signed by that CA

@@ -128,3 +128,22 @@ def test_linger_setting(value, expected):
 def test_a_bad_linger_setting_names_the_variable(value):
     with pytest.raises(RuntimeError, match="WEB_KEEPALIVE_LINGER_MS"):
         linger_ms({"WEB_KEEPALIVE_LINGER_MS": value})
+
+
+def test_the_server_opens_no_control_socket_another_server_on_the_machine_would_share() -> None:
+    # gunicorn 25+ opens its control socket at one path per user ($XDG_RUNTIME_DIR or ~/.gunicorn) and unlinks
+    # whatever is there as it starts and stops: make run, make serve and a second replica on one host would take
+    # each other's. schedlens is managed by its supervisor (Kubernetes, make serve), never by gunicornc.
+    from gunicorn.app.base import Application
+
+    class Configured(Application):  # gunicorn's own reading of the configuration file, as `--config` reads it
+        def init(self, parser: object, opts: object, args: object) -> None:
+            return None
+
+        def load_config(self) -> None:
+            self.load_config_from_module_name_or_filename("python:config.gunicorn_conf")
+
+        def load(self) -> None:
+            return None
+
+    assert Configured().cfg.control_socket_disable is True

@@ -176,7 +176,6 @@ class Gunicorn(Process):
         self.url = f"{'https' if ssl_context else 'http'}://127.0.0.1:{self.port}"
         full = {**env, "PORT": str(self.port), "WEB_WORKERS": str(workers), "WEB_THREADS": str(threads)}
         gunicorn = [str(BIN / "gunicorn"), "--config", "python:config.gunicorn_conf"]
-        gunicorn.append("--no-control-socket")  # gunicorn 25+ would share one at ~/.gunicorn among all servers
         super().__init__([*gunicorn, "config.wsgi:application"], full, log)
         self._wait_ready()
 
