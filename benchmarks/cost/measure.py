@@ -38,6 +38,7 @@ from scheduler_core.cli.simulator import SyntheticCluster
 WEB = ("gunicorn master", "gunicorn worker", NOOP_EXTENDER)
 """The processes answering the verbs: charged to filter + prioritize in phase 1, to the bind in phase 2."""
 INGEST = ("ingester",)
+WATCHER = ("placement watcher",)
 POSTGRES = "PostgreSQL backends"
 API = (KUBE_API,)
 AnyStack = Stack | NoopStack
@@ -165,6 +166,7 @@ class Phases:
             "ingest": self.per_pod(self.total, INGEST),
             "web idle and other": self.per_pod(self.rest, WEB),
             "postgres": self.per_pod(self.total, (POSTGRES,)),
+            "watcher": self.per_pod(self.total, WATCHER),
             "api server": self.per_pod(self.total, API),
         }
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.common import machine, now, p50, percentile, table
-from benchmarks.cost.measure import API, INGEST, POSTGRES, WEB, Phases, SizeResult, group
+from benchmarks.cost.measure import API, INGEST, POSTGRES, WATCHER, WEB, Phases, SizeResult, group
 
 
 def _f(value: float) -> str:
@@ -30,8 +30,9 @@ def figures(size: SizeResult, ph: Phases) -> dict[str, float]:
     """CPU ms per pod of one variant at one size. *ingest* is the concurrent run's when there is one: there a pod's
     filter, prioritize and bind records reach the ingester together, as kube-scheduler sends them; in the phases
     the binds are held back, so the ingester joins each to a cycle it stored already (*ingest, binds held back*).
-    *total* is everything an installation runs for schedlens per pod: the verbs, the bind, the ingest and the
-    PostgreSQL backends it keeps busy; *versus no-op* that total over the no-op extender's in the same run."""
+    *total* is everything an installation runs for schedlens per pod: the verbs, the bind, the ingest, the placement
+    watcher and the PostgreSQL backends they keep busy; *versus no-op* that total over the no-op extender's in the
+    same run."""
     phased = ph.summary()
     c = next((c for c in size.concurrent if c.label == ph.label), None)
     out = {
@@ -40,6 +41,7 @@ def figures(size: SizeResult, ph: Phases) -> dict[str, float]:
         "ingest": phased["ingest"],
         "ingest, binds held back": phased["ingest"],
         "postgres": phased["postgres"],
+        "watcher": phased["watcher"],
         "api server": phased["api server"],
         "concurrent": float("nan"),
         "round trip": float("nan"),
@@ -47,10 +49,11 @@ def figures(size: SizeResult, ph: Phases) -> dict[str, float]:
     if c is not None and c.pods:
         out["ingest"] = group(c.cpu, INGEST) / c.pods * 1000
         out["postgres"] = group(c.cpu, (POSTGRES,)) / c.pods * 1000
+        out["watcher"] = group(c.cpu, WATCHER) / c.pods * 1000
         out["api server"] = group(c.cpu, API) / c.pods * 1000
-        out["concurrent"] = (group(c.cpu, WEB) + group(c.cpu, INGEST) + group(c.cpu, (POSTGRES,))) / c.pods * 1000
+        out["concurrent"] = sum(group(c.cpu, g) for g in (WEB, INGEST, WATCHER, (POSTGRES,))) / c.pods * 1000
         out["round trip"] = p50(c.cycle_ms) if c.cycle_ms else float("nan")
-    out["total"] = out["verbs"] + out["bind"] + out["ingest"] + out["postgres"]
+    out["total"] = out["verbs"] + out["bind"] + out["ingest"] + out["watcher"] + out["postgres"]
     out["versus no-op"] = float("nan")
     noop = next((p for p in size.phases if p.label == size.noop), None)
     if noop is not None and noop is not ph:
@@ -79,6 +82,7 @@ def summary_rows(results: Sequence[SizeResult]) -> list[list[object]]:
                     _f(f["verbs"]) + _spread(ph.rounds_verbs_ms),
                     _f(f["bind"]) + _spread(ph.rounds_bind_ms),
                     _f(f["ingest"]) + ("" if has_concurrent else " (binds held back)"),
+                    _f(f["watcher"]),
                     _f(f["postgres"]),
                     f"**{f['total']:.2f}**",
                     *([f"{f['versus no-op']:.1f}×" if _known(f["versus no-op"]) else ""] if with_noop else []),
@@ -102,6 +106,7 @@ def summary_header(multi: bool, with_noop: bool = False) -> list[str]:
         "verbs: filter + prioritize",
         "bind",
         "ingest",
+        "placement watcher",
         "PostgreSQL",
         "total",
         *(["total / no-op's"] if with_noop else []),
@@ -132,10 +137,12 @@ def markdown(results: Sequence[SizeResult], command: str, seconds: float, bind_t
         "workers while filter and prioritize ran for every pod, binds held back, spool appends included; *bind*: "
         "the same processes while the binds ran; *ingest*: the ingester and any process it started, in the "
         "concurrent run (a pod's three records arrive together, as kube-scheduler sends them; until drained); "
-        "*PostgreSQL*: the backends of the ingester's connections, in the same run; *total*: all four, everything "
-        "an installation runs for schedlens per pod in this layout (no Redis: the traffic is the in-process "
-        "synthetic source, whose refresh is per interval, not per pod; no placement watcher: schedlens binds); "
-        "*all at once*: web, ingester and PostgreSQL CPU per pod in that run, a check on the sum; *ingest, binds "
+        "*placement watcher*: `manage.py watch_placements` (the pods and FailedScheduling Events it watches on the "
+        "API server, the pending list, the reconcile), in the same run; *PostgreSQL*: the backends of the "
+        "ingester's and the watcher's connections, in the same run; *total*: all five, everything an installation "
+        "runs for schedlens per pod in this layout (no Redis: the traffic is the in-process synthetic source, whose "
+        "refresh is per interval, not per pod); *all at once*: web, ingester, watcher and PostgreSQL CPU per pod in "
+        "that run, a check on the sum; *ingest, binds "
         "held back*: the ingester over the phases, where it joins each bind to a cycle it stored already, a burst's "
         "cost). *Kubernetes-shaped API server*: the tests' API server (Python) taking the stack's Bindings and "
         "`Explained` Events, not counted in the total and not kube-apiserver's or etcd's cost, which only a real "

@@ -176,7 +176,8 @@ class KubeAPIProcess:
 
 
 class Stack:
-    """schedlens as deployed, for one variant: gunicorn (the verbs), ``ingest_spool --follow``, its database."""
+    """schedlens as deployed, for one variant: gunicorn (the verbs), ``ingest_spool --follow``, ``watch_placements``
+    (as ``make serve`` and the chart's workers run it), its database."""
 
     explains = True
     """Its ingester writes an ``Explained`` Event per bind (unless ``SCHEDLENS_POD_EVENTS`` says otherwise): the
@@ -257,6 +258,9 @@ class Stack:
         self.ingester = Process(
             [str(checkout / PY), "manage.py", "ingest_spool", "--follow"], self.env, workdir / "ingest.log", checkout
         )
+        self.watcher = Process(
+            [str(checkout / PY), "manage.py", "watch_placements"], self.env, workdir / "watch.log", checkout
+        )
         self._wait_ready()
         self.prefix = "/extender/default"
         self.worker_pids: list[int] = []
@@ -266,7 +270,7 @@ class Stack:
     def _wait_ready(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            for process in (self.gunicorn, self.ingester):
+            for process in (self.gunicorn, self.ingester, self.watcher):
                 if not process.alive():
                     raise RuntimeError(f"{process.log} exited:\n{process.log.read_text(errors='replace')[-3000:]}")
             try:
@@ -294,6 +298,7 @@ class Stack:
         out["ingester's preparing processes"] = (
             seconds(procs, ingest_children) + procs.get(self.ingester.pid, (0, 0, 0))[2] / TICK
         )
+        out["placement watcher"] = seconds(procs, [self.watcher.pid, *descendants(procs, self.watcher.pid)])
         out["PostgreSQL backends"] = seconds(procs, backends)
         out[KUBE_API] = self.kube.cpu_seconds(procs)
         return out
@@ -318,7 +323,7 @@ class Stack:
         else:
             if stored < self.sent:
                 problems.append(f"{self.sent - stored} of {self.sent} calls not stored")
-        for process in (self.gunicorn, self.ingester):
+        for process in (self.gunicorn, self.ingester, self.watcher):
             text = process.log.read_text(errors="replace") if process.log.exists() else ""
             raised = re.findall(r"^(?:[\w.]+(?:Error|Exception)): .*$", text, re.M)
             if raised:
@@ -326,7 +331,8 @@ class Stack:
         return problems
 
     def backends(self) -> list[int]:
-        """The PostgreSQL backends connected to this stack's database (the ingester's, its preparing processes')."""
+        """The PostgreSQL backends connected to this stack's database (the ingester's, its preparing processes', the
+        placement watcher's)."""
         if self.database is None:
             return []
         import psycopg
@@ -343,6 +349,7 @@ class Stack:
     def stop(self, drop: bool = True) -> None:
         self.gunicorn.stop()
         self.ingester.stop()
+        self.watcher.stop()
         self.kube.stop()
         if drop and self.database is not None:
             with contextlib.suppress(Exception):

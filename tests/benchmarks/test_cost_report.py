@@ -21,18 +21,21 @@ SCHEDLENS = phases(
     verbs={
         "gunicorn worker 1": 0.200,
         "ingester": 0.050,
+        "placement watcher": 0.0,
         "PostgreSQL backends": 0.010,
         "Kubernetes-shaped API server": 0.0,
     },
     binds={
         "gunicorn worker 1": 0.100,
         "ingester": 0.020,
+        "placement watcher": 0.0,
         "PostgreSQL backends": 0.0,
         "Kubernetes-shaped API server": 0.030,
     },
     rest={
         "gunicorn worker 1": 0.0,
         "ingester": 0.130,
+        "placement watcher": 0.040,
         "PostgreSQL backends": 0.020,
         "Kubernetes-shaped API server": 0.030,
     },
@@ -46,7 +49,7 @@ NOOP = phases(
 )
 
 
-def test_the_total_counts_the_verbs_the_bind_the_ingest_and_postgresql() -> None:
+def test_the_total_counts_the_verbs_the_bind_the_ingest_the_watcher_and_postgresql() -> None:
     size = SizeResult(1000, [SCHEDLENS], [], ["as configured"])
     f = figures(size, SCHEDLENS)
 
@@ -54,7 +57,8 @@ def test_the_total_counts_the_verbs_the_bind_the_ingest_and_postgresql() -> None
     assert f["bind"] == pytest.approx(1.0)
     assert f["ingest"] == pytest.approx(2.0)  # the ingester over every phase: 0.200 s
     assert f["postgres"] == pytest.approx(0.3)
-    assert f["total"] == pytest.approx(5.3)
+    assert f["watcher"] == pytest.approx(0.4)
+    assert f["total"] == pytest.approx(5.7)
     assert f["api server"] == pytest.approx(0.6), "reported beside the total, not in it"
 
 
@@ -65,6 +69,7 @@ def test_with_a_concurrent_run_its_ingest_and_postgresql_count() -> None:
         cpu={
             "gunicorn worker 1": 0.150,
             "ingester": 0.050,
+            "placement watcher": 0.010,
             "PostgreSQL backends": 0.025,
             "Kubernetes-shaped API server": 0.02,
         },
@@ -73,8 +78,9 @@ def test_with_a_concurrent_run_its_ingest_and_postgresql_count() -> None:
 
     assert f["ingest"] == pytest.approx(1.0)
     assert f["postgres"] == pytest.approx(0.5)
-    assert f["total"] == pytest.approx(2.0 + 1.0 + 1.0 + 0.5)
-    assert f["concurrent"] == pytest.approx(3.0 + 1.0 + 0.5)
+    assert f["watcher"] == pytest.approx(0.2)
+    assert f["total"] == pytest.approx(2.0 + 1.0 + 1.0 + 0.2 + 0.5)
+    assert f["concurrent"] == pytest.approx(3.0 + 1.0 + 0.2 + 0.5)
     assert f["api server"] == pytest.approx(0.4)
 
 
@@ -85,10 +91,10 @@ def test_each_total_reads_against_the_no_op_extender_s_of_the_same_run() -> None
     assert floor["total"] == pytest.approx(0.5)
     assert floor["versus no-op"] != floor["versus no-op"], "the floor is not read against itself"
     f = figures(size, SCHEDLENS)
-    assert f["versus no-op"] == pytest.approx(5.3 / 0.5)
+    assert f["versus no-op"] == pytest.approx(5.7 / 0.5)
     assert f["api server versus no-op"] == pytest.approx(0.6 - 0.3)
 
     text = "\n".join(markdown([size], "$ cmd", 1.0, 4))
     row = next(line for line in text.splitlines() if line.startswith("| 1000 | as configured |"))
-    assert "| **5.30** | 10.6× |" in row
+    assert "| 0.40 | 0.30 | **5.70** | 11.4× |" in row
     assert "| 0.60 (+0.30) |" in row
