@@ -18,7 +18,7 @@ from typing import Protocol
 from django.db import DatabaseError, close_old_connections
 
 from dashboard.placements.pending_events import pending_events_emit
-from dashboard.placements.services import placements_reconcile, placements_record, placements_waiting_sync
+from dashboard.placements.services import placements_reconcile, placements_record_all, placements_waiting_sync
 from scheduler_core.kube.placement_watch import Observation, WaitingPod
 
 
@@ -35,6 +35,9 @@ class WaitingSource(Protocol):
 
 
 log = logging.getLogger(__name__)
+
+BATCH = 500
+"""Observations recorded together at most: a backlog's binds arrive faster than one at a time keeps up with."""
 
 
 class PlacementPump:
@@ -88,59 +91,57 @@ class PlacementPump:
 
     def drain(self) -> None:
         """Record everything queued now (without waiting for more), then reconcile."""
-        while True:
-            try:
-                observation = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            self._record(observation)
+        while batch := self._queued():
+            self._record(batch)
         self._sync_waiting(now=True)
         self._reconcile()
 
     def step(self, *, timeout: float) -> None:
-        """Record one observation (waiting up to ``timeout`` for it), retry kept ones, reconcile when due."""
+        """Record what is queued (waiting up to ``timeout`` for the first), retry kept ones, reconcile when due."""
         if self._retry:
-            retry = self._retry.popleft()
+            retry = list(self._retry)
+            self._retry.clear()
             if not self._record(retry):
                 time.sleep(self._retry_interval)  # the database is down: do not spin on it
                 return
         try:
-            observation = self._queue.get(timeout=timeout)
+            first = self._queue.get(timeout=timeout)
         except queue.Empty:
-            observation = None
-        if observation is not None:
-            self._record(observation)
+            first = None
+        if first is not None:
+            self._record([first, *self._queued()])
         self._sync_waiting()
         if time.monotonic() - self._last_reconcile >= self._reconcile_interval:
             self._reconcile()
 
-    def _record(self, observation: Observation) -> bool:
+    def _queued(self) -> list[Observation]:
+        """What is queued now, up to ``BATCH`` observations, without waiting."""
+        batch: list[Observation] = []
+        while len(batch) < BATCH:
+            try:
+                batch.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        return batch
+
+    def _record(self, observations: list[Observation]) -> bool:
+        """Record ``observations`` together (``placements_record_all``); kept for a retry, in order, if the database
+        refuses."""
         try:
-            placements_record(
-                key=observation.key,
-                kind=observation.kind,
-                pod_uid=observation.pod_uid,
-                pod_namespace=observation.namespace,
-                pod_name=observation.name,
-                occurred_at=observation.occurred_at,
-                node=observation.node,
-                scheduler_name=observation.scheduler_name,
-                reason=observation.reason,
-                message=observation.message,
-            )
+            placements_record_all(observations)
         except DatabaseError:
             self.failures += 1
-            log.warning("could not record %s; will retry", observation.key, exc_info=True)
-            self._retry.append(observation)
+            log.warning("could not record %d observations; will retry", len(observations), exc_info=True)
+            self._retry.extend(observations)
             close_old_connections()
             return False
-        self.recorded += 1
+        self.recorded += len(observations)
         return True
 
     def _sync_waiting(self, *, now: bool = False) -> None:
         """The live pending list after the observations, at most once every ``waiting_sync_interval`` (``now``: at
         once). Each sync compares the whole waiting set with the table, and a backlog binding pod by pod changes the
-        set with each bind; a bound pod leaves the list as its bind is recorded (``placements_record``), so only
+        set with each bind; a bound pod leaves the list as its bind is recorded (``placements_record_all``), so only
         pods newly waiting wait for the next sync."""
         if self._waiting is None:
             return

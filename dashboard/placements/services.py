@@ -16,7 +16,7 @@ import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -26,6 +26,7 @@ from dashboard.ingest.observed_binds import claim_explanation
 from dashboard.models import Outcome, SchedulingCycle
 from dashboard.placements.models import ObservationKind, PlacementObservation, WaitingPod
 from dashboard.services.node_tallies import tally_placement
+from scheduler_core.kube.placement_watch import Observation
 from scheduler_core.kube.placement_watch import WaitingPod as WatchedPod
 
 log = logging.getLogger(__name__)
@@ -55,29 +56,62 @@ def placements_record(
     message: str = "",
 ) -> PlacementObservation:
     """Record an observation once (by ``key``), link it to its cycle and conclude the cycle from it."""
-    if kind not in ObservationKind.values:
-        raise ValueError(f"unknown observation kind {kind!r}")
-    defaults = {
-        "kind": kind,
-        "pod_uid": pod_uid,
-        "pod_namespace": pod_namespace,
-        "pod_name": pod_name,
-        "node": node,
-        "scheduler_name": scheduler_name,
-        "reason": reason,
-        "message": message,
-        "occurred_at": _when(occurred_at),
-        "observed_at": timezone.now(),
-    }
-    try:
-        with transaction.atomic():
-            observation, _ = PlacementObservation.objects.get_or_create(key=key, defaults=defaults)
-    except IntegrityError:  # two watchers recorded the same fact at once
-        observation = PlacementObservation.objects.get(key=key)
-    if kind in (ObservationKind.BOUND, ObservationKind.DELETED):  # no longer waiting, whatever the next sync says
-        WaitingPod.objects.filter(pod_uid=pod_uid).delete()
-    _settle(observation)
-    return observation
+    observation = Observation(
+        kind,  # type: ignore[arg-type]  # checked by placements_record_all
+        key,
+        pod_uid,
+        pod_namespace,
+        pod_name,
+        occurred_at,
+        node=node,
+        scheduler_name=scheduler_name,
+        reason=reason,
+        message=message,
+    )
+    return placements_record_all([observation])[0]
+
+
+def placements_record_all(observations: Sequence[Observation]) -> list[PlacementObservation]:
+    """Record each observation once (by ``key``), link each to its cycle and conclude the cycle from it, in order.
+
+    What does not depend on the order is done for all of them at once, since a backlog's binds arrive by the
+    hundred: one insert (a fact already recorded, by this watcher or another, is kept as it was), one read, one
+    delete of the pending rows of the pods bound or deleted. Then each is linked and applied in turn, as it arrived:
+    a pod's FailedScheduling seen before its bind decides which attempt the bind belongs to."""
+    for observation in observations:
+        if observation.kind not in ObservationKind.values:
+            raise ValueError(f"unknown observation kind {observation.kind!r}")
+    now = timezone.now()
+    first = {observation.key: observation for observation in reversed(observations)}  # the first of each key
+    PlacementObservation.objects.bulk_create(
+        [
+            PlacementObservation(
+                key=o.key,
+                kind=o.kind,
+                pod_uid=o.pod_uid,
+                pod_namespace=o.namespace,
+                pod_name=o.name,
+                node=o.node,
+                scheduler_name=o.scheduler_name,
+                reason=o.reason,
+                message=o.message,
+                occurred_at=_when(o.occurred_at),
+                observed_at=now,
+            )
+            for o in first.values()
+        ],
+        ignore_conflicts=True,
+    )
+    stored = PlacementObservation.objects.in_bulk(list(first), field_name="key")
+    gone = {o.pod_uid for o in observations if o.kind in (ObservationKind.BOUND, ObservationKind.DELETED)}
+    if gone:  # no longer waiting, whatever the next sync says
+        WaitingPod.objects.filter(pod_uid__in=sorted(gone)).delete()
+    recorded = []
+    for observation in observations:
+        row = stored[observation.key]
+        _settle(row)
+        recorded.append(row)
+    return recorded
 
 
 def placements_waiting_sync(pods: Sequence[WatchedPod], *, complete: bool = True) -> int:

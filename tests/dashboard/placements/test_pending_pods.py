@@ -79,7 +79,7 @@ def test_a_backlog_binding_pod_by_pod_syncs_the_pending_list_once_per_interval(m
 
     backlog = Backlog()
     syncs: list[int] = []
-    monkeypatch.setattr(pump_module, "placements_record", lambda **kwargs: None)
+    monkeypatch.setattr(pump_module, "placements_record_all", lambda observations: [])
     monkeypatch.setattr(pump_module, "placements_waiting_sync", lambda pods, complete: syncs.append(len(pods)))
     pump = PlacementPump(reconcile_interval=600, waiting_sync_interval=600)
     pump.keep_waiting(backlog)  # type: ignore[arg-type]  # (a WaitingSource in all but its pods)

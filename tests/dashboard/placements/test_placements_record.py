@@ -13,9 +13,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from dashboard.models import Outcome, SchedulingCycle
-from dashboard.placements.models import ObservationKind, PlacementObservation
+from dashboard.placements.models import ObservationKind, PlacementObservation, WaitingPod
 from dashboard.placements.pump import PlacementPump
-from dashboard.placements.services import placements_reconcile, placements_record
+from dashboard.placements.services import placements_reconcile, placements_record, placements_record_all
 from scheduler_core.kube.placement_watch import PlacementWatcher
 from tests.support.fake_kube_api import FakeKubeAPI, api_client_for, failed_scheduling_event, write_kubeconfig
 
@@ -130,6 +130,28 @@ def test_the_reconcile_reads_the_observations_their_cycles_already_say_no_furthe
     assert len(queries) <= 3, [q["sql"] for q in queries]
 
 
+def test_a_backlog_of_binds_is_recorded_together_each_on_its_cycle() -> None:
+    from scheduler_core.kube.placement_watch import Observation
+
+    cycles = [cycle(f"uid-{i}", NOW - timedelta(seconds=1)) for i in range(20)]
+    observations = [
+        Observation("bound", f"bound:uid-{i}:n{i}", f"uid-{i}", "shop", f"web-{i}", NOW.timestamp(), node=f"n{i}")
+        for i in range(20)
+    ]
+    WaitingPod.objects.create(pod_uid="uid-3", pod_namespace="shop", pod_name="web-3", waiting_since=NOW, seen_at=NOW)
+
+    with CaptureQueriesContext(connection) as queries:
+        recorded = placements_record_all([*observations, observations[5]])  # a relist sees one again
+
+    assert [r.key for r in recorded] == [o.key for o in [*observations, observations[5]]]
+    assert [refresh(c).chosen_node for c in cycles] == [f"n{i}" for i in range(20)]
+    assert PlacementObservation.objects.count() == 20
+    assert not WaitingPod.objects.exists()
+    sql = [q["sql"] for q in queries]
+    assert len([q for q in sql if q.startswith('INSERT INTO "placements_placementobservation"')]) == 1, "one insert"
+    assert len([q for q in sql if q.startswith('DELETE FROM "placements_waitingpod"')]) == 1, "one delete"
+
+
 def test_a_binding_is_not_pinned_on_an_attempt_that_failed() -> None:
     failed = cycle("uid-1", NOW - timedelta(seconds=3), outcome=Outcome.UNSCHEDULABLE)
 
@@ -220,16 +242,16 @@ def test_the_pump_keeps_observations_while_the_database_is_down(monkeypatch: pyt
     from dashboard.placements import pump as pump_module
     from scheduler_core.kube.placement_watch import Observation
 
-    calls: list[str] = []
-    real = pump_module.placements_record
+    calls: list[list[str]] = []
+    real = pump_module.placements_record_all
 
-    def flaky(**kwargs: object) -> PlacementObservation:
-        calls.append(str(kwargs["key"]))
+    def flaky(observations: list[Observation]) -> list[PlacementObservation]:
+        calls.append([o.key for o in observations])
         if len(calls) == 1:
             raise OperationalError("connection refused")
-        return real(**kwargs)  # type: ignore[arg-type]
+        return real(observations)
 
-    monkeypatch.setattr(pump_module, "placements_record", flaky)
+    monkeypatch.setattr(pump_module, "placements_record_all", flaky)
     pump = PlacementPump(reconcile_interval=60, retry_interval=0)
     pump.put(Observation("bound", "bound:uid-1:node-1", "uid-1", "shop", "web-1", time.time(), node="node-1"))
 
@@ -238,6 +260,6 @@ def test_the_pump_keeps_observations_while_the_database_is_down(monkeypatch: pyt
     assert pump.failures == 1
     pump.step(timeout=0)
 
-    assert calls == ["bound:uid-1:node-1", "bound:uid-1:node-1"]
+    assert calls == [["bound:uid-1:node-1"], ["bound:uid-1:node-1"]]
     assert pump.pending == 0
     assert PlacementObservation.objects.filter(key="bound:uid-1:node-1").exists()
