@@ -1,8 +1,9 @@
 """Carries observations from the watcher threads into the database, in the thread that owns the connection.
 
 The watcher threads only enqueue (they must never wait on PostgreSQL); :meth:`PlacementPump.run` records
-them one by one and reconciles periodically. When the database is down an observation is kept and retried,
-so an outage delays the record but loses nothing the process has seen (a restart relists anyway).
+what is queued together (``placements_record_all``) and reconciles periodically. When the database is down the
+observations are kept and retried, so an outage delays the record but loses nothing the process has seen (a restart
+relists anyway).
 """
 
 from __future__ import annotations
