@@ -21,8 +21,7 @@ from django.db import connection
 
 from dashboard.ingest.new_calls import NewCall
 from dashboard.ingest.record_writes import NodeElements, ReasonElements, tallies_upsert
-from dashboard.models import REASON_LIMIT, REASON_PLUGIN_LIMIT
-from dashboard.services.node_tallies import NodeCounts, reason_key, tallies_add
+from dashboard.services.node_tallies import NodeCounts, count_reasons, tallies_add
 from scheduler_core.extender.record.structs import BIND, FILTER
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -126,10 +125,7 @@ class BatchTallies:
             node = counts[name]
             if node.reasons is None:
                 node.reasons = {}
-            key = (plugin, reason)
-            if len(plugin) > REASON_PLUGIN_LIMIT or len(reason) > REASON_LIMIT:
-                key = reason_key(plugin, reason)  # two reasons cut alike count together, as the rebuild counts them
-            node.reasons[key] = node.reasons.get(key, 0) + times
+            count_reasons(node.reasons, {plugin: reason}, times)  # cut to the columns' widths, as every writer cuts
         return counts
 
 

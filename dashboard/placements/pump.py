@@ -99,12 +99,10 @@ class PlacementPump:
 
     def step(self, *, timeout: float) -> None:
         """Record what is queued (waiting up to ``timeout`` for the first), retry kept ones, reconcile when due."""
-        if self._retry:
-            retry = list(self._retry)
-            self._retry.clear()
-            if not self._record(retry):
-                time.sleep(self._retry_interval)  # the database is down: do not spin on it
-                return
+        # Kept ones one at a time, in turn: one the database keeps refusing holds up no other.
+        if self._retry and not self._record([self._retry.popleft()]):
+            time.sleep(self._retry_interval)  # the database is down: do not spin on it
+            return
         try:
             first = self._queue.get(timeout=timeout)
         except queue.Empty:

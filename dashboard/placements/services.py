@@ -82,7 +82,9 @@ def placements_record_all(observations: Sequence[Observation]) -> list[Placement
         if observation.kind not in ObservationKind.values:
             raise ValueError(f"unknown observation kind {observation.kind!r}")
     now = timezone.now()
-    first = {observation.key: observation for observation in reversed(observations)}  # the first of each key
+    first: dict[str, Observation] = {}  # the first of each key, in arrival order (the ids' order, as one by one)
+    for observation in observations:
+        first.setdefault(observation.key, observation)
     PlacementObservation.objects.bulk_create(
         [
             PlacementObservation(

@@ -263,3 +263,29 @@ def test_the_pump_keeps_observations_while_the_database_is_down(monkeypatch: pyt
     assert calls == [["bound:uid-1:node-1"], ["bound:uid-1:node-1"]]
     assert pump.pending == 0
     assert PlacementObservation.objects.filter(key="bound:uid-1:node-1").exists()
+
+
+@pytest.mark.django_db(transaction=True)  # the pump closes a broken connection, which a test transaction forbids
+def test_an_observation_the_database_keeps_refusing_holds_up_no_other(monkeypatch: pytest.MonkeyPatch) -> None:
+    from django.db import DataError
+
+    from dashboard.placements import pump as pump_module
+    from scheduler_core.kube.placement_watch import Observation
+
+    real = pump_module.placements_record_all
+
+    def refusing(observations: list[Observation]) -> list[PlacementObservation]:
+        if any(o.key == "bound:uid-bad:node-1" for o in observations):
+            raise DataError("value too long")
+        return real(observations)
+
+    monkeypatch.setattr(pump_module, "placements_record_all", refusing)
+    pump = PlacementPump(reconcile_interval=60, retry_interval=0)
+    for uid in ("uid-bad", "uid-1", "uid-2"):  # queued together: recorded, and refused, together
+        pump.put(Observation("bound", f"bound:{uid}:node-1", uid, "shop", "web", time.time(), node="node-1"))
+
+    for _ in range(4):
+        pump.step(timeout=0)
+
+    assert set(PlacementObservation.objects.values_list("pod_uid", flat=True)) == {"uid-1", "uid-2"}
+    assert pump.pending == 1, "the refused one is still kept"
